@@ -1,0 +1,81 @@
+import Foundation
+import Synchronization
+
+/// The relay's idea of now, and a way to wait for a moment. Holds and expiries are wall-clock
+/// dates (they survive restarts), so the clock speaks `Date`. Tests inject `ManualClock`.
+public protocol RelayClock: Sendable {
+    func now() -> Date
+    /// Returns at `deadline` (or at once if it has passed); throws `CancellationError` when cancelled.
+    func sleep(until deadline: Date) async throws
+}
+
+public struct SystemClock: RelayClock {
+    public init() {}
+
+    public func now() -> Date { Date() }
+
+    public func sleep(until deadline: Date) async throws {
+        let seconds = deadline.timeIntervalSinceNow
+        if seconds > 0 { try await Task.sleep(for: .seconds(seconds)) }
+    }
+}
+
+/// A clock that moves only when told to. Sleepers wake as soon as `advance` passes their deadline.
+public final class ManualClock: RelayClock {
+    private struct Sleeper {
+        let deadline: Date
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var now: Date
+        var sleepers: [UInt64: Sleeper] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    private let state: Mutex<State>
+
+    public init(now: Date = Date(timeIntervalSince1970: 1_800_000_000)) {
+        state = Mutex(State(now: now))
+    }
+
+    public func now() -> Date { state.withLock { $0.now } }
+
+    /// How many tasks are sleeping on this clock right now.
+    public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+    public func advance(by seconds: TimeInterval) {
+        let due = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            state.now += seconds
+            let now = state.now
+            let ids = state.sleepers.filter { $0.value.deadline <= now }.map(\.key)
+            return ids.compactMap { state.sleepers.removeValue(forKey: $0)?.continuation }
+        }
+        for continuation in due { continuation.resume() }
+    }
+
+    public func sleep(until deadline: Date) async throws {
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resumeNow: (any Error)?? = state.withLock { state in
+                    if Task.isCancelled { return .some(CancellationError()) }
+                    if deadline <= state.now { return .some(nil) }
+                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    return nil
+                }
+                switch resumeNow {
+                case .some(.some(let error)): continuation.resume(throwing: error)
+                case .some(.none): continuation.resume()
+                case .none: break
+                }
+            }
+        } onCancel: {
+            let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+}

@@ -1,0 +1,72 @@
+/// The parameters Prove appends to the finalTargetUrl when the phone lands: `asc` and `authId`.
+public struct LandingParameters: Sendable, Equatable {
+    /// Prove's hint of whether the tap succeeded. Never trusted for the outcome.
+    public var asc: Bool
+    /// The UUID Prove gave this landing, lower-cased.
+    public var authId: String
+
+    public init(asc: Bool, authId: String) {
+        self.asc = asc
+        self.authId = authId
+    }
+
+    public enum Rejection: String, Error, Sendable, Equatable {
+        case missingAsc = "asc is missing"
+        case duplicateAsc = "asc appears more than once"
+        case invalidAsc = "asc is not exactly true or false"
+        case missingAuthId = "authId is missing"
+        case duplicateAuthId = "authId appears more than once"
+        case invalidAuthId = "authId is not a UUID written 8-4-4-4-12"
+    }
+
+    /// Parses a raw (still percent-encoded) query string strictly.
+    ///
+    /// `asc` and `authId` must each appear exactly once, spelled exactly so, with values written
+    /// literally: percent-encoding in them is rejected rather than decoded, so `asc=%74rue` or
+    /// `authId=%7B...%7D` never pass. Other parameters are ignored and never acted on.
+    public static func parse(query: String?) -> Result<LandingParameters, Rejection> {
+        var ascValues: [Substring] = []
+        var authIdValues: [Substring] = []
+        for pair in (query ?? "").split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let value = parts.count == 2 ? parts[1] : ""
+            switch parts[0] {
+            case "asc": ascValues.append(value)
+            case "authId": authIdValues.append(value)
+            default: continue
+            }
+        }
+        guard ascValues.count <= 1 else { return .failure(.duplicateAsc) }
+        guard let ascValue = ascValues.first else { return .failure(.missingAsc) }
+        let asc: Bool
+        switch ascValue {
+        case "true": asc = true
+        case "false": asc = false
+        default: return .failure(.invalidAsc)
+        }
+        guard authIdValues.count <= 1 else { return .failure(.duplicateAuthId) }
+        guard let authIdValue = authIdValues.first else { return .failure(.missingAuthId) }
+        guard isUUID(authIdValue) else { return .failure(.invalidAuthId) }
+        return .success(LandingParameters(asc: asc, authId: authIdValue.lowercased()))
+    }
+
+    /// True for exactly 8-4-4-4-12 hexadecimal digits in either case.
+    public static func isUUID(_ text: Substring) -> Bool {
+        let utf8 = text.utf8
+        guard utf8.count == 36 else { return false }
+        for (index, byte) in utf8.enumerated() {
+            switch index {
+            case 8, 13, 18, 23:
+                if byte != UInt8(ascii: "-") { return false }
+            default:
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+                    UInt8(ascii: "A")...UInt8(ascii: "F"):
+                    continue
+                default: return false
+                }
+            }
+        }
+        return true
+    }
+}

@@ -1,0 +1,31 @@
+/// Where sessions and their events live. The store is the truth: nothing is announced before it
+/// has been written here.
+public protocol SessionStore: Sendable {
+    /// Stores a new session with its first event. Throws `StoreError.duplicateIdempotencyKey` when
+    /// another session already holds the session's idempotency key.
+    func insert(_ session: Session, event: SessionEvent) async throws
+    /// Replaces a stored session only if its stored `version` is still `expectedVersion`, appending
+    /// `events`. Returns false (and writes nothing) when someone else changed it first.
+    func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool
+    func session(id: String) async throws -> Session?
+    func session(linkKey: String) async throws -> Session?
+    func session(idempotencyKey: String) async throws -> Session?
+    /// The session's events with `seq > after`, in order.
+    func events(sessionID: String, after: Int) async throws -> [SessionEvent]
+    /// Every session that is not terminal: what the verifier and the expiry sweeper pick up at start.
+    func activeSessions() async throws -> [Session]
+    /// Throws when the store cannot be reached.
+    func ping() async throws
+    /// Releases the store's resources.
+    func close() async throws
+}
+
+public enum StoreError: Error, Sendable, Equatable {
+    case duplicateIdempotencyKey
+}
+
+/// Tells the channels of a session that it has new, already stored, events. Only a wake-up:
+/// channels read the truth from the store, so a duplicate or a lost publish costs nothing.
+public protocol EventBus: Sendable {
+    func publish(sessionID: String, events: [SessionEvent])
+}

@@ -1,0 +1,163 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import LinkRelayCore
+import Logging
+import ProveAPI
+import ProveSandbox
+import ServiceLifecycle
+
+/// A built relay: the Hummingbird application to run, and handles tests and the executable use.
+public struct LinkRelay: Sendable {
+    public let configuration: RelayConfiguration
+    public let application: Application<RouterResponder<RelayContext>>
+    /// The embedded Prove simulator, when `--prove sandbox`.
+    public let sandbox: ProveSandbox?
+    public let metrics: RelayMetrics
+    let service: SessionService
+    let hub: ChannelHub
+
+    public var store: any SessionStore { service.store }
+}
+
+/// Builds the relay for `configuration`: opens the store, sets up Prove (or the sandbox), routes and services.
+public func buildLinkRelay(
+    _ configuration: RelayConfiguration, logger: Logger, clock: any RelayClock = SystemClock()
+) async throws -> LinkRelay {
+    let store: any SessionStore
+    switch configuration.store {
+    case .memory: store = MemorySessionStore()
+    case .sqlite(let path): store = try await SQLiteSessionStore.open(path: path, logger: logger)
+    }
+
+    let metrics = RelayMetrics()
+    let httpClient = HTTPClient(eventLoopGroupProvider: .singleton)
+    let sandbox: ProveSandbox?
+    let prove: HTTPProveClient
+    switch configuration.prove {
+    case .sandbox:
+        sandbox = ProveSandbox(publicBaseURL: configuration.publicURL)
+        // The relay calls its own sandbox over loopback, through the same client it uses for Prove.
+        let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
+        let hostPart = host.contains(":") ? "[\(host)]" : host
+        prove = HTTPProveClient(
+            baseURL: "http://\(hostPart):\(configuration.port)/sandbox/prove",
+            credentials: ProveCredentials(clientID: ProveSandbox.clientID, clientSecret: ProveSandbox.clientSecret),
+            httpClient: httpClient, observer: metrics, logger: logger)
+    case .remote(let baseURL, let credentials):
+        sandbox = nil
+        prove = HTTPProveClient(
+            baseURL: baseURL, credentials: credentials, httpClient: httpClient, observer: metrics, logger: logger)
+    }
+
+    let hub = ChannelHub()
+    let service = SessionService(
+        store: store, bus: hub, prove: prove, clock: clock, metrics: metrics, logger: logger,
+        publicURL: configuration.publicURL, defaultHold: configuration.holdSeconds)
+    let pages = try await Pages.load(directory: configuration.templatesDirectory, sandbox: sandbox != nil)
+    let draining = Draining()
+
+    let router = Router(context: RelayContext.self)
+    let webSocketRouter = Router(context: RelayContext.self)
+    router.add(middleware: ErrorMiddleware(pages: pages))
+    webSocketRouter.add(middleware: ErrorMiddleware(pages: pages))
+    SessionsController(service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL)
+        .addRoutes(to: router)
+    ChannelsController(service: service, hub: hub, allowedOrigins: Set(configuration.allowedOrigins))
+        .addRoutes(to: router, webSocketRouter: webSocketRouter)
+    LandingController(service: service, pages: pages).addRoutes(to: router)
+    OpsController(service: service, draining: draining, pages: pages).addRoutes(to: router)
+    if let sandbox {
+        sandbox.addRoutes(to: router)
+        DemoController(service: service, sandbox: sandbox, pages: pages, publicURL: configuration.publicURL)
+            .addRoutes(to: router)
+    } else {
+        router.get("/") { _, _ in pages.render("demo") }
+    }
+
+    let mode = sandbox == nil ? "prove" : "SANDBOX (simulated Prove)"
+    let application = Application(
+        router: router,
+        server: .http1WebSocketUpgrade(
+            webSocketRouter: webSocketRouter,
+            configuration: .init(
+                http1: .init(idleTimeout: .seconds(75)),
+                ws: .init(maxFrameSize: 4096, autoPing: .enabled(timePeriod: .seconds(20)), validateUTF8: true))),
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port), serverName: "LinkRelay"),
+        services: [
+            Teardown(store: store, httpClient: httpClient, draining: draining, logger: logger),
+            Verifier(service: service),
+            ExpirySweeper(service: service),
+            ChannelHeartbeat(hub: hub, clock: clock),
+        ],
+        onServerRunning: { channel in
+            logger.notice(
+                "LinkRelay listening",
+                metadata: [
+                    "address": "\(channel.localAddress.map { "\($0)" } ?? "?")",
+                    "public_url": .string(configuration.publicURL), "mode": .string(mode),
+                ])
+        },
+        logger: logger)
+    return LinkRelay(
+        configuration: configuration, application: application, sandbox: sandbox, metrics: metrics,
+        service: service, hub: hub)
+}
+
+/// Runs until shutdown, then marks the relay as draining and releases the store and the HTTP client.
+/// Listed first among the services, so it stops last.
+struct Teardown: Service {
+    let store: any SessionStore
+    let httpClient: HTTPClient
+    let draining: Draining
+    let logger: Logger
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        draining.start()
+        do {
+            try await store.close()
+        } catch {
+            logger.error("Closing the store failed", metadata: ["error": "\(error)"])
+        }
+        try await httpClient.shutdown()
+    }
+}
+
+/// Turns every error into what its caller can read: an HTML page for the phone's landing,
+/// problem+json for everything else. Unexpected errors are logged by type, never echoed.
+struct ErrorMiddleware: RouterMiddleware {
+    let pages: Pages
+
+    func handle(_ request: Request, context: RelayContext, next: (Request, RelayContext) async throws -> Response)
+        async throws -> Response
+    {
+        do {
+            return try await next(request, context)
+        } catch {
+            let problem: Problem
+            switch error {
+            case let known as Problem:
+                problem = known
+            case let http as any HTTPResponseError:
+                problem = Problem(
+                    status: http.status, title: http.status.reasonPhrase,
+                    detail: http.status == .notFound ? "No such resource." : http.status.reasonPhrase)
+            default:
+                context.logger.error("Request failed", metadata: ["error.type": "\(type(of: error))"])
+                problem = Problem(
+                    status: .internalServerError, title: "Internal Server Error", detail: "The relay could not answer.")
+            }
+            if request.uri.path.hasPrefix("/l/") {
+                switch problem.status {
+                case .notFound: return pages.render("error-unknown", status: .notFound)
+                case .badRequest: return pages.render("error-bad-link", status: .badRequest)
+                default: return pages.render("error-unavailable", status: problem.status)
+                }
+            }
+            throw problem
+        }
+    }
+}

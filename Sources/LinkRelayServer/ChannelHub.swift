@@ -1,0 +1,115 @@
+import Foundation
+import LinkRelayCore
+import ServiceLifecycle
+import Synchronization
+
+/// What a waiting channel can be woken by.
+enum ChannelSignal: Sendable {
+    /// New events of its session (already stored).
+    case events([SessionEvent])
+    /// The moment it asked to be woken at has come (a keep-alive or a long-poll timeout is due).
+    case tick(Date)
+}
+
+/// In-process fan-out from stored events to the channels waiting on this instance.
+///
+/// One hub per process holds every listener; a single `ChannelHeartbeat` wakes the listeners that
+/// asked for a timer, so a waiting channel costs a stream continuation, not a task or a timer.
+final class ChannelHub: EventBus {
+    private struct Listener {
+        let continuation: AsyncStream<ChannelSignal>.Continuation
+        var wakeAt: Date?
+    }
+
+    private struct State {
+        var sessions: [String: [UInt64: Listener]] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Starts listening to a session. Listen before reading the store, so no event can fall between.
+    func listen(sessionID: String, wakeAt: Date?) -> ChannelListener {
+        let (stream, continuation) = AsyncStream<ChannelSignal>.makeStream(bufferingPolicy: .unbounded)
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            state.sessions[sessionID, default: [:]][state.nextID] = Listener(continuation: continuation, wakeAt: wakeAt)
+            return state.nextID
+        }
+        let listener = ChannelListener(hub: self, sessionID: sessionID, id: id, signals: stream)
+        continuation.onTermination = { [weak self] _ in self?.remove(sessionID: sessionID, id: id) }
+        return listener
+    }
+
+    func publish(sessionID: String, events: [SessionEvent]) {
+        guard !events.isEmpty else { return }
+        let continuations = state.withLock { state in state.sessions[sessionID]?.values.map(\.continuation) ?? [] }
+        for continuation in continuations { continuation.yield(.events(events)) }
+    }
+
+    /// Wakes every listener whose wake time has come; each must set a new one to be woken again.
+    func tick(now: Date) {
+        let due = state.withLock { state -> [AsyncStream<ChannelSignal>.Continuation] in
+            var due: [AsyncStream<ChannelSignal>.Continuation] = []
+            for (sessionID, listeners) in state.sessions {
+                for (id, listener) in listeners {
+                    if let wakeAt = listener.wakeAt, wakeAt <= now {
+                        due.append(listener.continuation)
+                        state.sessions[sessionID]?[id]?.wakeAt = nil
+                    }
+                }
+            }
+            return due
+        }
+        for continuation in due { continuation.yield(.tick(now)) }
+    }
+
+    /// Number of listeners on this instance.
+    var listenerCount: Int { state.withLock { $0.sessions.values.reduce(0) { $0 + $1.count } } }
+
+    fileprivate func setWake(sessionID: String, id: UInt64, at date: Date?) {
+        state.withLock { $0.sessions[sessionID]?[id]?.wakeAt = date }
+    }
+
+    fileprivate func finish(sessionID: String, id: UInt64) {
+        let continuation = state.withLock { $0.sessions[sessionID]?[id]?.continuation }
+        continuation?.finish()
+    }
+
+    private func remove(sessionID: String, id: UInt64) {
+        state.withLock { state in
+            state.sessions[sessionID]?[id] = nil
+            if state.sessions[sessionID]?.isEmpty == true { state.sessions[sessionID] = nil }
+        }
+    }
+}
+
+/// One channel's subscription to its session. Finishing it (or the stream ending) unsubscribes.
+struct ChannelListener: Sendable {
+    fileprivate let hub: ChannelHub
+    let sessionID: String
+    fileprivate let id: UInt64
+    let signals: AsyncStream<ChannelSignal>
+
+    /// Asks for one `.tick` at `date` (or none with nil).
+    func wake(at date: Date?) { hub.setWake(sessionID: sessionID, id: id, at: date) }
+
+    /// Ends the signal stream; the channel's loop then returns. Safe to call from any thread, more than once.
+    func finish() { hub.finish(sessionID: sessionID, id: id) }
+}
+
+/// The one timer behind every channel's keep-alive and long-poll timeout.
+struct ChannelHeartbeat: Service {
+    let hub: ChannelHub
+    let clock: any RelayClock
+    var interval: TimeInterval = 1
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                try await clock.sleep(until: clock.now().addingTimeInterval(interval))
+                hub.tick(now: clock.now())
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import LinkRelayCore
+import NIOCore
+import NIOPosix
+import ProveAPI
+
+/// Everything `linkrelay serve` can be told, resolved and checked. See API.md "Running".
+public struct RelayConfiguration: Sendable {
+    public enum Store: Sendable, Equatable {
+        case memory
+        case sqlite(path: String)
+    }
+
+    public enum Prove: Sendable {
+        /// The embedded simulator, mounted at `{public-url}/sandbox/prove`.
+        case sandbox
+        case remote(baseURL: String, credentials: ProveCredentials)
+    }
+
+    public static let maximumHold = 600
+
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var publicURL = "http://127.0.0.1:8080"
+    public var store = Store.sqlite(path: "linkrelay.sqlite")
+    public var holdSeconds = 180
+    public var apiKeys: [String] = []
+    /// True when no key was configured and one was made up at start (it is then printed once).
+    public var apiKeyGenerated = false
+    public var allowedOrigins: [String] = []
+    public var prove = Prove.sandbox
+    public var confirmOnPhone = false
+    public var limitsEnabled = true
+    public var trustedProxies: [String] = []
+    /// Where the Mustache pages are; found next to the working directory or the sources when nil.
+    public var templatesDirectory: String?
+
+    public init() {}
+
+    /// The setting names of API.md, as `serve` flags without dashes, e.g. `public-url`.
+    public static let settings: [(flag: String, env: String)] = [
+        ("host", "LINKRELAY_HOST"), ("port", "LINKRELAY_PORT"), ("public-url", "LINKRELAY_PUBLIC_URL"),
+        ("store", "LINKRELAY_STORE"), ("hold", "LINKRELAY_HOLD"), ("api-key", "LINKRELAY_API_KEY"),
+        ("allowed-origin", "LINKRELAY_ALLOWED_ORIGINS"), ("prove", "LINKRELAY_PROVE"),
+        ("confirm-on-phone", "LINKRELAY_CONFIRM_ON_PHONE"), ("limits", "LINKRELAY_LIMITS"),
+        ("trusted-proxy", "LINKRELAY_TRUSTED_PROXIES"), ("templates", "LINKRELAY_TEMPLATES"),
+    ]
+
+    /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
+    ///
+    /// `flags` maps a flag name (see `settings`) to the values given on the command line.
+    public static func resolve(
+        flags: [String: [String]], environment: [String: String]
+    ) throws(ConfigurationError) -> RelayConfiguration {
+        func values(_ flag: String) -> [String]? {
+            if let given = flags[flag], !given.isEmpty { return given }
+            guard let env = settings.first(where: { $0.flag == flag })?.env, let value = environment[env] else {
+                return nil
+            }
+            return [value]
+        }
+        func value(_ flag: String) -> String? { values(flag)?.last }
+        func list(_ flag: String) -> [String] {
+            (values(flag) ?? []).flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+        }
+
+        var config = RelayConfiguration()
+        if let host = value("host") {
+            guard !host.isEmpty else { throw ConfigurationError("--host: empty") }
+            config.host = host
+        }
+        if let port = value("port") {
+            guard let number = Int(port), (0...65535).contains(number) else {
+                throw ConfigurationError("--port: \"\(port)\" is not a port number (0-65535)")
+            }
+            config.port = number
+        }
+        if let hold = value("hold") {
+            guard let seconds = Int(hold), (1...maximumHold).contains(seconds) else {
+                throw ConfigurationError("--hold: \"\(hold)\" must be whole seconds from 1 to \(maximumHold)")
+            }
+            config.holdSeconds = seconds
+        }
+        if let store = value("store") {
+            if store == "memory" {
+                config.store = .memory
+            } else if store.hasPrefix("sqlite:"), store.count > 7 {
+                config.store = .sqlite(path: String(store.dropFirst(7)))
+            } else if store.hasPrefix("postgres://") || store.hasPrefix("postgresql://") {
+                throw ConfigurationError("--store: PostgreSQL is not available in this build yet; use memory or sqlite:PATH")
+            } else {
+                throw ConfigurationError("--store: \"\(store)\" is not memory, sqlite:PATH or postgres://...")
+            }
+        }
+        let keys = list("api-key")
+        if keys.isEmpty {
+            config.apiKeys = ["lr_" + Secrets.token(length: 32)]
+            config.apiKeyGenerated = true
+        } else {
+            if let short = keys.first(where: { $0.count < 16 }) {
+                throw ConfigurationError("--api-key: a key of \(short.count) characters is too short (at least 16)")
+            }
+            config.apiKeys = keys
+        }
+        switch value("prove") ?? "sandbox" {
+        case "sandbox":
+            config.prove = .sandbox
+        case let other:
+            guard let base = ProveEnvironment.baseURL(for: other) else {
+                throw ConfigurationError("--prove: \"\(other)\" is not sandbox, uat, prod or an http(s) URL")
+            }
+            guard let id = environment["PROVE_CLIENT_ID"], !id.isEmpty,
+                let secret = environment["PROVE_CLIENT_SECRET"], !secret.isEmpty
+            else {
+                throw ConfigurationError("--prove \(other): set PROVE_CLIENT_ID and PROVE_CLIENT_SECRET")
+            }
+            config.prove = .remote(baseURL: base, credentials: ProveCredentials(clientID: id, clientSecret: secret))
+        }
+        config.confirmOnPhone = try boolean(value("confirm-on-phone"), flag: "confirm-on-phone", default: false)
+        if let limits = value("limits") {
+            switch limits {
+            case "on": config.limitsEnabled = true
+            case "off": config.limitsEnabled = false
+            default: throw ConfigurationError("--limits: \"\(limits)\" is not on or off")
+            }
+        }
+        config.trustedProxies = list("trusted-proxy")
+        config.templatesDirectory = value("templates")
+
+        if config.port == 0 { config.port = try freePort(host: config.host) }
+        if let publicURL = value("public-url") {
+            config.publicURL = try checkedPublicURL(publicURL)
+        } else {
+            let host = config.host.contains(":") ? "[\(config.host)]" : config.host
+            config.publicURL = "http://\(host):\(config.port)"
+        }
+        // The longest finalTargetUrl the relay makes must pass Prove's rules.
+        let sample = config.publicURL + "/l/" + String(repeating: "A", count: SessionService.linkKeyLength)
+        if let violation = FinalTargetURL.validate(sample) {
+            throw ConfigurationError("--public-url: links made from it break Prove's finalTargetUrl rules: \(violation)")
+        }
+        let origins = list("allowed-origin")
+        config.allowedOrigins = origins.isEmpty ? [origin(of: config.publicURL)] : origins
+        return config
+    }
+
+    private static func boolean(_ value: String?, flag: String, default: Bool) throws(ConfigurationError) -> Bool {
+        guard let value else { return `default` }
+        switch value.lowercased() {
+        case "", "1", "true", "on", "yes": return true
+        case "0", "false", "off", "no": return false
+        default: throw ConfigurationError("--\(flag): \"\(value)\" is not on or off")
+        }
+    }
+
+    private static func checkedPublicURL(_ url: String) throws(ConfigurationError) -> String {
+        var url = url
+        while url.hasSuffix("/") { url.removeLast() }
+        guard url.hasPrefix("http://") || url.hasPrefix("https://"), URL(string: url)?.host?.isEmpty == false else {
+            throw ConfigurationError("--public-url: \"\(url)\" is not an absolute http(s) URL")
+        }
+        return url
+    }
+
+    /// `scheme://host[:port]` of a URL.
+    static func origin(of url: String) -> String {
+        guard let components = URLComponents(string: url), let scheme = components.scheme, let host = components.host
+        else { return url }
+        let hostPart = host.contains(":") ? "[\(host)]" : host
+        return components.port.map { "\(scheme)://\(hostPart):\($0)" } ?? "\(scheme)://\(hostPart)"
+    }
+
+    /// Asks the kernel for a free port, so that the public URL is known before the server starts.
+    private static func freePort(host: String) throws(ConfigurationError) -> Int {
+        do {
+            let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: host, port: 0).wait()
+            defer { try? channel.close().wait() }
+            guard let port = channel.localAddress?.port else { throw ConfigurationError("--port 0: no port was given") }
+            return port
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError("--host: cannot listen on \(host): \(error)")
+        }
+    }
+}
+
+/// A setting that stops start-up, with the one line to print.
+public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

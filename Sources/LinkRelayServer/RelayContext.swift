@@ -1,0 +1,59 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import NIOCore
+
+/// The request context of every route: Hummingbird's core storage, WebSocket upgrades and the peer's address.
+public struct RelayContext: RequestContext, WebSocketRequestContext, RemoteAddressRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let webSocket: WebSocketHandlerReference<RelayContext>
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        webSocket = .init()
+        remoteAddress = source.channel.remoteAddress
+    }
+
+    /// Request bodies the relay accepts are tiny (a session request is at most 4 KiB).
+    public var maxUploadSize: Int { 16 * 1024 }
+}
+
+/// JSON as the relay writes it: dates in ISO 8601 with milliseconds, keys in a stable order.
+enum RelayJSON {
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(timestamp(date))
+        }
+        return encoder
+    }()
+
+    static func timestamp(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+
+    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:])
+        throws -> Response
+    {
+        var headers = headers
+        headers[.contentType] = "application/json"
+        headers[.cacheControl] = "no-store"
+        return Response(
+            status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
+    }
+
+    static func data(_ value: some Encodable) -> Data { (try? encoder.encode(value)) ?? Data() }
+}
+
+extension Request {
+    /// The token after `Bearer ` in the Authorization header.
+    var bearerToken: String? {
+        guard let value = headers[.authorization], value.count > 7, value.prefix(7).lowercased() == "bearer " else {
+            return nil
+        }
+        return String(value.dropFirst(7))
+    }
+}

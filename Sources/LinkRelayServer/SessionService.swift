@@ -1,0 +1,310 @@
+import Foundation
+import LinkRelayCore
+import Logging
+import ProveAPI
+import Synchronization
+
+/// The one place that changes sessions: it writes the store, then wakes channels through the bus.
+final class SessionService: Sendable {
+    /// Characters of random key in `/l/{key}`: 32 from 62 symbols is over 190 bits.
+    static let linkKeyLength = 32
+
+    let store: any SessionStore
+    let bus: any EventBus
+    let prove: any ProveClient
+    let clock: any RelayClock
+    let metrics: RelayMetrics
+    let logger: Logger
+    let publicURL: String
+    let defaultHold: Int
+    let verifications: VerificationQueue
+    let expiries: ExpiryQueue
+    private let inFlightCreates = Mutex<[String: Task<Session, any Error>]>([:])
+
+    init(
+        store: any SessionStore, bus: any EventBus, prove: any ProveClient, clock: any RelayClock,
+        metrics: RelayMetrics, logger: Logger, publicURL: String, defaultHold: Int
+    ) {
+        self.store = store
+        self.bus = bus
+        self.prove = prove
+        self.clock = clock
+        self.metrics = metrics
+        self.logger = logger
+        self.publicURL = publicURL
+        self.defaultHold = defaultHold
+        self.verifications = VerificationQueue()
+        self.expiries = ExpiryQueue()
+    }
+
+    // MARK: - create
+
+    /// Starts a Prove desktop flow and stores the session with its `waiting` event.
+    /// Returns the session and whether it already existed under the same Idempotency-Key.
+    func create(_ request: CreateSessionRequest, idempotencyKey: String?) async throws -> (Session, replayed: Bool) {
+        guard let key = idempotencyKey else { return (try await startSession(request, idempotencyKey: nil), false) }
+        if let existing = try await store.session(idempotencyKey: key) {
+            return (try sameRequest(existing, request), true)
+        }
+        // Concurrent repeats on this instance wait for the first one instead of starting a second flow.
+        let (task, isNew) = inFlightCreates.withLock { tasks -> (Task<Session, any Error>, Bool) in
+            if let running = tasks[key] { return (running, false) }
+            let task = Task { try await self.startSession(request, idempotencyKey: key) }
+            tasks[key] = task
+            return (task, true)
+        }
+        defer { if isNew { _ = inFlightCreates.withLock { $0.removeValue(forKey: key) } } }
+        do {
+            let session = try await task.value
+            return (try sameRequest(session, request), !isNew)
+        } catch StoreError.duplicateIdempotencyKey {
+            guard let existing = try await store.session(idempotencyKey: key) else { throw Problem.conflict("Retry.") }
+            return (try sameRequest(existing, request), true)
+        }
+    }
+
+    private func sameRequest(_ session: Session, _ request: CreateSessionRequest) throws -> Session {
+        guard session.requestFingerprint == request.fingerprint else {
+            throw Problem(
+                status: .unprocessableContent, title: "Idempotency-Key reused",
+                detail: "This Idempotency-Key was used with a different request body.")
+        }
+        return session
+    }
+
+    private func startSession(_ request: CreateSessionRequest, idempotencyKey: String?) async throws -> Session {
+        let now = clock.now()
+        let hold = request.holdSeconds ?? defaultHold
+        let expiresAt = now.addingTimeInterval(TimeInterval(hold))
+        let id = Secrets.sessionID()
+        let linkKey = Secrets.token(length: Self.linkKeyLength)
+        let finalTargetUrl = publicURL + "/l/" + linkKey
+        let clientRequestId = request.clientRequestId ?? Secrets.uuid()
+        var log = logger
+        log[metadataKey: "session"] = .string(id)
+
+        let unify = UnifyRequest(
+            possessionType: "desktop", clientRequestId: clientRequestId, phoneNumber: request.phoneNumber,
+            finalTargetUrl: finalTargetUrl, smsMessage: request.smsMessage, allowOTPRetry: request.allowOTPRetry,
+            checkReputation: request.checkReputation, clientCustomerId: request.clientCustomerId,
+            clientHumanId: request.clientHumanId, deviceId: request.deviceId, emailAddress: request.emailAddress,
+            ipAddress: request.ipAddress, proveId: request.proveId, rebind: request.rebind)
+        let response: UnifyResponse
+        do {
+            response = try await prove.unify(unify, deadline: deadline(for: expiresAt))
+        } catch let error as ProveClientError {
+            log.warning("Prove refused to start the flow", metadata: ["phone": .string(Secrets.maskedPhone(request.phoneNumber)), "error": "\(error)"])
+            throw Problem.upstream(error)
+        }
+
+        var session = Session(
+            id: id, linkKey: linkKey, channelToken: Secrets.token(length: 32), createdAt: now, expiresAt: expiresAt,
+            correlationId: response.correlationId, authToken: response.authToken, clientRequestId: clientRequestId,
+            phoneNumber: request.phoneNumber, finalTargetUrl: finalTargetUrl, idempotencyKey: idempotencyKey,
+            requestFingerprint: request.fingerprint)
+        let event = session.record(.waiting(expiresAt: expiresAt), at: now)
+        try await store.insert(session, event: event)
+        bus.publish(sessionID: id, events: [event])
+        expiries.schedule(sessionID: id, at: expiresAt)
+        metrics.sessionsCreated.increment()
+        log.info("Session created", metadata: ["correlation": .string(response.correlationId), "hold": "\(hold)"])
+        return session
+    }
+
+    // MARK: - landing
+
+    enum LandingResult: Sendable {
+        /// A valid landing on a live session: `tapped` was emitted the first time, the verifier asked.
+        case accepted(Session)
+        /// The session is terminal and this authId was seen before: show the final page again.
+        case finalPage(Session)
+        case unknown
+        case expired
+        case alreadyUsed
+    }
+
+    func land(linkKey: String, parameters: LandingParameters) async throws -> LandingResult {
+        var result = LandingResult.unknown
+        let changed = try await mutate(load: { try await self.store.session(linkKey: linkKey) }) { session, now in
+            if session.state == .expired || (!session.state.isTerminal && session.isPastHold(at: now)) {
+                result = .expired
+                return nil
+            }
+            if session.state.isTerminal {
+                result = session.seenAuthIds.contains(parameters.authId) ? .finalPage(session) : .alreadyUsed
+                return nil
+            }
+            var events: [SessionEvent.Kind] = []
+            if session.state == .waiting { events.append(.tapped(asc: parameters.asc)) }
+            if !session.seenAuthIds.contains(parameters.authId) { session.seenAuthIds.append(parameters.authId) }
+            session.verificationPending = true
+            return events
+        }
+        if let session = changed {
+            result = .accepted(session)
+            verifications.kick(session.id)
+        }
+        return result
+    }
+
+    // MARK: - endings
+
+    /// Records Prove's answer. Does nothing if the session already ended.
+    func finish(sessionID: String, result: SessionResult) async throws {
+        let session = try await mutate(load: { try await self.store.session(id: sessionID) }) { session, _ in
+            guard !session.state.isTerminal else { return nil }
+            session.result = result
+            return [.result(result.outcome)]
+        }
+        if session != nil {
+            metrics.sessionEnded(result.outcome.rawValue)
+            logger.info(
+                "Session finished",
+                metadata: ["session": .string(sessionID), "outcome": .string(result.outcome.rawValue)])
+        }
+    }
+
+    /// Ends a session whose hold has passed. Does nothing before that or once it has ended.
+    func expire(sessionID: String) async throws {
+        let session = try await mutate(load: { try await self.store.session(id: sessionID) }) { session, now in
+            guard !session.state.isTerminal, session.isPastHold(at: now) else { return nil }
+            return [.expired]
+        }
+        if session != nil {
+            metrics.expirations.increment()
+            metrics.sessionEnded("expired")
+            logger.info("Session expired", metadata: ["session": .string(sessionID)])
+        }
+    }
+
+    /// Ends a live session on the integrator's request. Throws 404 or 409 (already ended).
+    func cancel(sessionID: String) async throws -> Session {
+        var found = false
+        let session = try await mutate(load: { try await self.store.session(id: sessionID) }) { session, _ in
+            found = true
+            guard !session.state.isTerminal else { return nil }
+            return [.cancelled]
+        }
+        guard found else { throw Problem.notFound("No session with this id.") }
+        guard let session else { throw Problem.conflict("The session has already ended.") }
+        metrics.sessionEnded("cancelled")
+        logger.info("Session cancelled", metadata: ["session": .string(sessionID)])
+        return session
+    }
+
+    /// Loads a session, lets `change` edit it and name the events to record, and stores the result
+    /// only if nobody changed the session in between (else starts again). Returns the stored session,
+    /// or nil when there was no session or `change` returned nil.
+    private func mutate(
+        load: () async throws -> Session?,
+        _ change: (inout Session, Date) -> [SessionEvent.Kind]?
+    ) async throws -> Session? {
+        while true {
+            guard let current = try await load() else { return nil }
+            var session = current
+            let now = clock.now()
+            guard let kinds = change(&session, now) else { return nil }
+            let events = kinds.map { session.record($0, at: now) }
+            session.version = current.version + 1
+            if try await store.update(session, expectedVersion: current.version, appending: events) {
+                bus.publish(sessionID: session.id, events: events)
+                return session
+            }
+        }
+    }
+
+    /// A `ContinuousClock` deadline for Prove calls made for a session that ends at `expiresAt`.
+    func deadline(for expiresAt: Date) -> ContinuousClock.Instant {
+        let remaining = max(0, expiresAt.timeIntervalSince(clock.now()))
+        return .now + .milliseconds(Int64(remaining * 1000))
+    }
+}
+
+/// Sessions the verifier should ask Prove about, and the ones it is asking about now.
+final class VerificationQueue: Sendable {
+    let stream: AsyncStream<String>
+    private let continuation: AsyncStream<String>.Continuation
+    private let running = Mutex<Set<String>>([])
+
+    init() { (stream, continuation) = AsyncStream.makeStream() }
+
+    func kick(_ sessionID: String) { continuation.yield(sessionID) }
+
+    /// False when the session is already being verified.
+    func begin(_ sessionID: String) -> Bool { running.withLock { $0.insert(sessionID).inserted } }
+
+    func end(_ sessionID: String) { _ = running.withLock { $0.remove(sessionID) } }
+}
+
+/// Hold ends the expiry sweeper waits for, earliest first.
+final class ExpiryQueue: Sendable {
+    private let heap = Mutex(Heap())
+
+    func schedule(sessionID: String, at date: Date) { heap.withLock { $0.insert((date, sessionID)) } }
+
+    /// Removes and returns every session due at `now`.
+    func due(at now: Date) -> [String] {
+        heap.withLock { heap in
+            var due: [String] = []
+            while let first = heap.first, first.0 <= now { due.append(heap.removeFirst().1) }
+            return due
+        }
+    }
+
+    var next: Date? { heap.withLock { $0.first?.0 } }
+
+    /// A binary min-heap of (date, session id).
+    struct Heap {
+        private var items: [(Date, String)] = []
+
+        var first: (Date, String)? { items.first }
+
+        mutating func insert(_ item: (Date, String)) {
+            items.append(item)
+            var child = items.count - 1
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard items[child].0 < items[parent].0 else { break }
+                items.swapAt(child, parent)
+                child = parent
+            }
+        }
+
+        mutating func removeFirst() -> (Date, String) {
+            let first = items[0]
+            let last = items.removeLast()
+            guard !items.isEmpty else { return first }
+            items[0] = last
+            var parent = 0
+            while true {
+                let left = 2 * parent + 1
+                let right = left + 1
+                var smallest = parent
+                if left < items.count, items[left].0 < items[smallest].0 { smallest = left }
+                if right < items.count, items[right].0 < items[smallest].0 { smallest = right }
+                if smallest == parent { break }
+                items.swapAt(parent, smallest)
+                parent = smallest
+            }
+            return first
+        }
+    }
+}
+
+extension Problem {
+    /// How a Prove failure reaches the integrator: 502 with Prove's code, or 503.
+    static func upstream(_ error: ProveClientError) -> Problem {
+        switch error {
+        case .rejected(let status, let body):
+            let code = body?.code.map { "code \($0)" } ?? "no code"
+            let message = body?.message ?? "no message"
+            return Problem(
+                status: .badGateway, title: "Prove rejected the request",
+                detail: "Prove answered \(status) (\(code)): \(message)")
+        case .unavailable(let reason):
+            return Problem(
+                status: .serviceUnavailable, title: "Prove unavailable",
+                detail: "Prove could not be reached after retries: \(reason)", headers: [.retryAfter: "5"])
+        }
+    }
+}

@@ -1,0 +1,217 @@
+import Foundation
+import LinkRelayCore
+import Logging
+import SQLiteNIO
+import Synchronization
+
+/// Sessions in a SQLite file (WAL). A write commits before the relay announces it, so `kill -9`
+/// and a restart lose nothing that any response or event has mentioned.
+///
+/// Writes go through one connection, one transaction at a time; reads use a second connection,
+/// which in WAL mode sees only committed data.
+final class SQLiteSessionStore: SessionStore {
+    static let schemaVersion = 1
+
+    private let writer: SQLiteConnection
+    private let reader: SQLiteConnection
+    private let writeLock = AsyncMutex()
+    private let encoder = JSONEncoder()
+    private let decoder = JSONDecoder()
+
+    private init(writer: SQLiteConnection, reader: SQLiteConnection) {
+        self.writer = writer
+        self.reader = reader
+    }
+
+    static func open(path: String, logger: Logger) async throws -> SQLiteSessionStore {
+        let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        // `synchronous=NORMAL` in WAL mode keeps every commit across a process crash (kill -9);
+        // only an operating-system crash or power loss can lose the newest commits.
+        for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000"] {
+            _ = try await writer.query(pragma)
+        }
+        try await migrate(writer)
+        let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        _ = try await reader.query("PRAGMA busy_timeout=5000")
+        return SQLiteSessionStore(writer: writer, reader: reader)
+    }
+
+    /// Creates or upgrades the schema; safe to run on every start.
+    private static func migrate(_ connection: SQLiteConnection) async throws {
+        _ = try await connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        let current = try await connection.query("SELECT MAX(version) AS v FROM schema_version").first?
+            .column("v")?.integer ?? 0
+        if current < 1 {
+            let statements = [
+                "BEGIN IMMEDIATE",
+                """
+                CREATE TABLE IF NOT EXISTS sessions (
+                    id TEXT PRIMARY KEY, link_key TEXT NOT NULL UNIQUE, idempotency_key TEXT UNIQUE,
+                    state TEXT NOT NULL, version INTEGER NOT NULL, data TEXT NOT NULL)
+                """,
+                "CREATE INDEX IF NOT EXISTS sessions_active ON sessions (state) WHERE state IN ('waiting', 'tapped')",
+                """
+                CREATE TABLE IF NOT EXISTS events (
+                    session_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
+                    PRIMARY KEY (session_id, seq)) WITHOUT ROWID
+                """,
+                "INSERT INTO schema_version (version) VALUES (1)",
+                "COMMIT",
+            ]
+            for statement in statements { _ = try await connection.query(statement) }
+        }
+    }
+
+    func insert(_ session: Session, event: SessionEvent) async throws {
+        let sessionData = try json(session)
+        let eventData = try json(event)
+        _ = try await writeLock.withLock {
+            try await transaction {
+                if let key = session.idempotencyKey {
+                    let taken = try await writer.query(
+                        "SELECT 1 FROM sessions WHERE idempotency_key = ?", [.text(key)])
+                    if !taken.isEmpty { throw StoreError.duplicateIdempotencyKey }
+                }
+                _ = try await writer.query(
+                    "INSERT INTO sessions (id, link_key, idempotency_key, state, version, data) VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        .text(session.id), .text(session.linkKey), session.idempotencyKey.map { .text($0) } ?? .null,
+                        .text(session.state.rawValue), .integer(session.version), .text(sessionData),
+                    ])
+                try await insertEvents([event], sessionID: session.id, data: [eventData])
+                return true
+            }
+        }
+    }
+
+    func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool {
+        let sessionData = try json(session)
+        let eventData = try events.map(json)
+        return try await writeLock.withLock {
+            try await transaction {
+                _ = try await writer.query(
+                    "UPDATE sessions SET state = ?, version = ?, data = ? WHERE id = ? AND version = ?",
+                    [
+                        .text(session.state.rawValue), .integer(session.version), .text(sessionData),
+                        .text(session.id), .integer(expectedVersion),
+                    ])
+                let changed = try await writer.query("SELECT changes() AS n").first?.column("n")?.integer ?? 0
+                guard changed == 1 else { return false }
+                try await insertEvents(events, sessionID: session.id, data: eventData)
+                return true
+            }
+        }
+    }
+
+    func session(id: String) async throws -> Session? {
+        try await oneSession("SELECT data FROM sessions WHERE id = ?", id)
+    }
+
+    func session(linkKey: String) async throws -> Session? {
+        try await oneSession("SELECT data FROM sessions WHERE link_key = ?", linkKey)
+    }
+
+    func session(idempotencyKey: String) async throws -> Session? {
+        try await oneSession("SELECT data FROM sessions WHERE idempotency_key = ?", idempotencyKey)
+    }
+
+    func events(sessionID: String, after: Int) async throws -> [SessionEvent] {
+        let rows = try await reader.query(
+            "SELECT data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq", [.text(sessionID), .integer(after)])
+        return try rows.map { try decode(SessionEvent.self, $0) }
+    }
+
+    func activeSessions() async throws -> [Session] {
+        let rows = try await reader.query("SELECT data FROM sessions WHERE state IN ('waiting', 'tapped')")
+        return try rows.map { try decode(Session.self, $0) }
+    }
+
+    func ping() async throws {
+        _ = try await reader.query("SELECT 1")
+    }
+
+    func close() async throws {
+        try await reader.close()
+        try await writer.close()
+    }
+
+    // MARK: - helpers
+
+    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`; rolls back when it throws or returns false.
+    private func transaction(_ body: () async throws -> Bool) async throws -> Bool {
+        _ = try await writer.query("BEGIN IMMEDIATE")
+        do {
+            if try await body() {
+                _ = try await writer.query("COMMIT")
+                return true
+            }
+            _ = try await writer.query("ROLLBACK")
+            return false
+        } catch {
+            _ = try? await writer.query("ROLLBACK")
+            throw error
+        }
+    }
+
+    private func insertEvents(_ events: [SessionEvent], sessionID: String, data: [String]) async throws {
+        for (event, data) in zip(events, data) {
+            _ = try await writer.query(
+                "INSERT INTO events (session_id, seq, data) VALUES (?, ?, ?)",
+                [.text(sessionID), .integer(event.seq), .text(data)])
+        }
+    }
+
+    private func oneSession(_ sql: String, _ value: String) async throws -> Session? {
+        guard let row = try await reader.query(sql, [.text(value)]).first else { return nil }
+        return try decode(Session.self, row)
+    }
+
+    private func json(_ value: some Encodable) throws -> String {
+        String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ row: SQLiteRow) throws -> T {
+        try decoder.decode(type, from: Data((row.column("data")?.string ?? "").utf8))
+    }
+}
+
+/// A lock that suspends instead of blocking a thread, and hands over in arrival order.
+final class AsyncMutex: Sendable {
+    private struct State {
+        var locked = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    func withLock<T>(_ body: () async throws -> T) async rethrows -> T {
+        await acquire()
+        defer { release() }
+        return try await body()
+    }
+
+    private func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let acquired = state.withLock { state -> Bool in
+                if state.locked {
+                    state.waiters.append(continuation)
+                    return false
+                }
+                state.locked = true
+                return true
+            }
+            if acquired { continuation.resume() }
+        }
+    }
+
+    private func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiters.isEmpty {
+                state.locked = false
+                return nil
+            }
+            return state.waiters.removeFirst()
+        }
+        next?.resume()
+    }
+}
