@@ -17,8 +17,14 @@ public struct LinkRelay: Sendable {
     public let metrics: RelayMetrics
     let service: SessionService
     let hub: ChannelHub
+    let running: AsyncStream<Void>
 
     public var store: any SessionStore { service.store }
+
+    /// Returns once the server listens (or at once if it already does).
+    public func waitUntilRunning() async {
+        for await _ in running {}
+    }
 }
 
 /// Builds the relay for `configuration`: opens the store, sets up Prove (or the sandbox), routes and services.
@@ -76,6 +82,7 @@ public func buildLinkRelay(
         router.get("/") { _, _ in pages.render("demo") }
     }
 
+    let (running, runningContinuation) = AsyncStream<Void>.makeStream()
     let mode = sandbox == nil ? "prove" : "SANDBOX (simulated Prove)"
     let application = Application(
         router: router,
@@ -99,11 +106,12 @@ public func buildLinkRelay(
                     "address": "\(channel.localAddress.map { "\($0)" } ?? "?")",
                     "public_url": .string(configuration.publicURL), "mode": .string(mode),
                 ])
+            runningContinuation.finish()
         },
         logger: logger)
     return LinkRelay(
         configuration: configuration, application: application, sandbox: sandbox, metrics: metrics,
-        service: service, hub: hub)
+        service: service, hub: hub, running: running)
 }
 
 /// Runs until shutdown, then marks the relay as draining and releases the store and the HTTP client.

@@ -205,7 +205,10 @@ struct ChannelsController {
         }
         var events = try await feed.replay()
         let finished = session.state.isTerminal && after >= session.lastSeq
+        var headers = corsHeaders(request)
         if events.isEmpty, timeout > 0, !finished {
+            // Watching for the client going away consumes the connection: tell the client not to reuse it.
+            headers[.connection] = "close"
             let step = try await request.body.consumeWithInboundCloseHandler { _ in
                 await feed.next()
             } onInboundClosed: {
@@ -216,7 +219,7 @@ struct ChannelsController {
         // Done once a terminal event is delivered, or when the cursor is already past the last one.
         let done = events.contains(where: \.isTerminal) || (events.isEmpty && finished)
         return try RelayJSON.response(
-            PollAnswer(events: events, after: events.last?.seq ?? after, done: done), headers: corsHeaders(request))
+            PollAnswer(events: events, after: events.last?.seq ?? after, done: done), headers: headers)
     }
 }
 

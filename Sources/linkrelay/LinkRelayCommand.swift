@@ -1,0 +1,118 @@
+import ArgumentParser
+import Foundation
+import LinkRelayCore
+import LinkRelayServer
+import Logging
+import ProveSandbox
+
+@main
+struct LinkRelayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "linkrelay",
+        abstract: "Relays Prove Instant Link taps from phones to waiting desktop browsers.",
+        subcommands: [Serve.self, CheckLink.self, Sandbox.self],
+        defaultSubcommand: Serve.self)
+}
+
+/// Logs to standard error; `LOG_LEVEL` (trace … critical) sets the level, default info.
+func makeLogger(_ label: String) -> Logger {
+    LoggingSystem.bootstrap(StreamLogHandler.standardError)
+    var logger = Logger(label: label)
+    logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+    return logger
+}
+
+/// Prints one line to standard error and exits with status 2: how start-up refuses a bad setting.
+func refuse(_ message: String) -> ExitCode {
+    FileHandle.standardError.write(Data("linkrelay: \(message)\n".utf8))
+    return ExitCode(2)
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the relay (the default). Every flag also has an environment variable; see the README.")
+
+    @Option(help: "Listen address (LINKRELAY_HOST, default 127.0.0.1).") var host: String?
+    @Option(help: "Listen port, 0 for any free port (LINKRELAY_PORT, default 8080).") var port: String?
+    @Option(help: "Base of every absolute URL the relay hands out (LINKRELAY_PUBLIC_URL).") var publicURL: String?
+    @Option(help: "memory, sqlite:PATH (LINKRELAY_STORE, default sqlite:linkrelay.sqlite).") var store: String?
+    @Option(help: "Seconds a session waits for the tap, at most 600 (LINKRELAY_HOLD, default 180).") var hold: String?
+    @Option(help: "Server-to-server API key; repeatable or comma-separated (LINKRELAY_API_KEY).") var apiKey: [String] = []
+    @Option(help: "Browser origin allowed on channels; repeatable (LINKRELAY_ALLOWED_ORIGINS).")
+    var allowedOrigin: [String] = []
+    @Option(help: "sandbox, uat, prod or a base URL (LINKRELAY_PROVE, default sandbox).") var prove: String?
+    @Flag(help: "The landing GET only shows a page; its POST counts as the tap (LINKRELAY_CONFIRM_ON_PHONE).")
+    var confirmOnPhone = false
+    @Option(help: "on, or off to lift every rate and connection limit (LINKRELAY_LIMITS).") var limits: String?
+    @Option(help: "Peer whose X-Forwarded-For names the client; repeatable (LINKRELAY_TRUSTED_PROXIES).")
+    var trustedProxy: [String] = []
+    @Option(help: "Directory of the Mustache templates (LINKRELAY_TEMPLATES, default ./templates).")
+    var templates: String?
+
+    func run() async throws {
+        var flags: [String: [String]] = [
+            "api-key": apiKey, "allowed-origin": allowedOrigin, "trusted-proxy": trustedProxy,
+        ]
+        for (name, value) in [
+            ("host", host), ("port", port), ("public-url", publicURL), ("store", store), ("hold", hold),
+            ("prove", prove), ("limits", limits), ("templates", templates),
+        ] {
+            if let value { flags[name] = [value] }
+        }
+        if confirmOnPhone { flags["confirm-on-phone"] = ["on"] }
+
+        let configuration: RelayConfiguration
+        do {
+            configuration = try RelayConfiguration.resolve(
+                flags: flags, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            throw refuse(error.description)
+        }
+        let logger = makeLogger("linkrelay")
+        if configuration.apiKeyGenerated {
+            // Printed once on standard output for the operator, never logged.
+            print("API key for this run (set --api-key or LINKRELAY_API_KEY to choose one): \(configuration.apiKeys[0])")
+        }
+        let relay: LinkRelay
+        do {
+            relay = try await buildLinkRelay(configuration, logger: logger)
+        } catch let error as ConfigurationError {
+            throw refuse(error.description)
+        } catch {
+            throw refuse("cannot start: \(error)")
+        }
+        try await relay.application.runService()
+    }
+}
+
+struct CheckLink: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-link",
+        abstract: "Check a finalTargetUrl offline against Prove's rules (exit 0 valid, 1 invalid).")
+
+    @Argument(help: "The URL to check.") var url: String
+
+    func run() throws {
+        if let violation = FinalTargetURL.validate(url) {
+            FileHandle.standardError.write(Data("invalid: \(violation)\n".utf8))
+            throw ExitCode(1)
+        }
+        print("valid")
+    }
+}
+
+struct Sandbox: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run only the Prove simulator, to share one between several relays.")
+
+    @Option(help: "Listen address.") var host = "127.0.0.1"
+    @Option(help: "Listen port.") var port = 8090
+    @Option(help: "Base of the links in the simulated text messages (default http://HOST:PORT).")
+    var publicURL: String?
+
+    func run() async throws {
+        let logger = makeLogger("linkrelay.sandbox")
+        let application = buildSandboxApplication(host: host, port: port, publicBaseURL: publicURL, logger: logger)
+        try await application.runService()
+    }
+}

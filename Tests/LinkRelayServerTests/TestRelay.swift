@@ -1,0 +1,220 @@
+import AsyncHTTPClient
+import Foundation
+import LinkRelayCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+@testable import LinkRelayServer
+
+/// Every log line the relay wrote during a test, to check that no secret reaches a log.
+final class LogCapture: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var all: [String] { lines.withLock { $0 } }
+
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+
+    func logger(level: Logger.Level = .trace) -> Logger {
+        var logger = Logger(label: "linkrelay.test") { _ in CapturingHandler(capture: self) }
+        logger.logLevel = level
+        return logger
+    }
+
+    struct CapturingHandler: LogHandler {
+        let capture: LogCapture
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+            capture.append("\(event.level) \(event.message) \(merged) \(event.source)")
+        }
+    }
+}
+
+/// What `POST /v1/sessions` answered.
+struct Created: Decodable {
+    struct Channel: Decodable {
+        var token: String
+        var websocket: String
+        var events: String
+        var poll: String
+    }
+
+    var sessionId: String
+    var state: String
+    var finalTargetUrl: String
+    var authToken: String?
+    var correlationId: String
+    var expiresAt: String
+    var channel: Channel
+}
+
+/// One event as a channel delivers it.
+struct WireEvent: Decodable, Equatable {
+    var seq: Int
+    var type: String
+    var asc: Bool?
+    var outcome: String?
+    var expiresAt: String?
+}
+
+struct PollAnswer: Decodable {
+    var events: [WireEvent]
+    var after: Int
+    var done: Bool
+}
+
+struct SessionBody: Decodable {
+    struct Result: Decodable {
+        var outcome: String
+        var success: String
+        var phoneNumber: String?
+        var proveId: String?
+        var clientRequestId: String?
+    }
+
+    var sessionId: String
+    var state: String
+    var tappedAt: String?
+    var result: Result?
+    var events: [WireEvent]
+}
+
+struct HTTPAnswer {
+    var status: Int
+    var headers: [(String, String)]
+    var body: String
+
+    func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
+
+    func json<T: Decodable>(_ type: T.Type) throws -> T { try JSONDecoder().decode(type, from: Data(body.utf8)) }
+}
+
+/// A relay running on a free loopback port for one test, with the sandbox as Prove.
+struct TestRelay {
+    static let apiKey = "test-api-key-0123456789abcdef"
+
+    let relay: LinkRelay
+    let base: String
+    let logs: LogCapture
+    let http: HTTPClient
+
+    /// Builds and runs a relay for the duration of `body`, then shuts it down gracefully.
+    static func run(
+        store: String = "memory", hold: Int? = nil, clock: any RelayClock = SystemClock(),
+        _ body: (TestRelay) async throws -> Void
+    ) async throws {
+        let logs = LogCapture()
+        let logger = logs.logger()
+        var flags: [String: [String]] = ["port": ["0"], "store": [store], "api-key": [apiKey]]
+        if let hold { flags["hold"] = [String(hold)] }
+        var configuration = try RelayConfiguration.resolve(flags: flags, environment: [:])
+        // WSClient, unlike a browser, sends the WebSocket URL's own scheme and host as its Origin.
+        configuration.allowedOrigins.append("ws://127.0.0.1")
+        let relay = try await buildLinkRelay(configuration, logger: logger, clock: clock)
+        let http = HTTPClient(
+            eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        let group = ServiceGroup(
+            configuration: .init(services: [relay.application], gracefulShutdownSignals: [], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            await relay.waitUntilRunning()
+            let test = TestRelay(relay: relay, base: configuration.publicURL, logs: logs, http: http)
+            do {
+                try await body(test)
+            } catch {
+                await group.triggerGracefulShutdown()
+                try? await http.shutdown()
+                throw error
+            }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        try await http.shutdown()
+    }
+
+    func request(
+        _ method: HTTPMethod, _ pathOrURL: String, headers: [(String, String)] = [], body: String? = nil
+    ) async throws -> HTTPAnswer {
+        let url = pathOrURL.hasPrefix("http") ? pathOrURL : base + pathOrURL
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        let response = try await http.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        return HTTPAnswer(
+            status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+            body: String(buffer: bytes))
+    }
+
+    func api(_ method: HTTPMethod, _ path: String, body: String? = nil, headers: [(String, String)] = [])
+        async throws -> HTTPAnswer
+    {
+        var all = [("Authorization", "Bearer \(Self.apiKey)")] + headers
+        if body != nil { all.append(("Content-Type", "application/json")) }
+        return try await request(method, path, headers: all, body: body)
+    }
+
+    func createSession(phone: String = "2001004014", extra: String = "", headers: [(String, String)] = [])
+        async throws -> Created
+    {
+        let answer = try await api(.POST, "/v1/sessions", body: "{\"phoneNumber\":\"\(phone)\"\(extra)}", headers: headers)
+        #expect(answer.status == 201, "create answered \(answer.status): \(answer.body)")
+        return try answer.json(Created.self)
+    }
+
+    func session(_ id: String) async throws -> SessionBody {
+        try await api(.GET, "/v1/sessions/\(id)").json(SessionBody.self)
+    }
+
+    /// The newest Instant Link the sandbox "sent" to `phone`.
+    func latestLink(phone: String = "2001004014") async throws -> String {
+        let outbox = try await request(.GET, "/sandbox/outbox?phoneNumber=\(phone)")
+        struct Outbox: Decodable {
+            struct Message: Decodable { var link: String }
+            var messages: [Message]
+        }
+        let link = try outbox.json(Outbox.self).messages.last?.link
+        return try #require(link)
+    }
+
+    /// Does what the phone does: opens the Instant Link (Prove's page), follows its redirect to the
+    /// relay's landing, and returns the landing's answer and the URL it landed on.
+    func tap(phone: String = "2001004014", decline: Bool = false) async throws -> (HTTPAnswer, String) {
+        let link = try await latestLink(phone: phone) + (decline ? "?decline=1" : "")
+        let prove = try await request(.GET, link)
+        #expect(prove.status == 302)
+        let landing = try #require(prove.header("Location"))
+        return (try await request(.GET, landing), landing)
+    }
+
+    func poll(_ created: Created, after: Int = 0, timeout: Int = 5) async throws -> PollAnswer {
+        try await request(.GET, created.channel.poll + "?after=\(after)&timeout=\(timeout)&token=\(created.channel.token)")
+            .json(PollAnswer.self)
+    }
+
+    /// Long-polls until a terminal event, collecting every event in order.
+    func pollUntilDone(_ created: Created, after: Int = 0) async throws -> [WireEvent] {
+        var events: [WireEvent] = []
+        var cursor = after
+        for _ in 0..<20 {
+            let answer = try await poll(created, after: cursor, timeout: 10)
+            events += answer.events
+            cursor = answer.after
+            if answer.done { return events }
+        }
+        Issue.record("no terminal event after 20 polls")
+        return events
+    }
+}
