@@ -86,6 +86,8 @@ let package = Package(
                 "ProveSandbox",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -93,6 +95,8 @@ let package = Package(
             name: "ProveSandboxTests",
             dependencies: [
                 "ProveSandbox",
+                "ProveAPI",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
