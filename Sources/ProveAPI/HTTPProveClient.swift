@@ -239,7 +239,14 @@ public final class HTTPProveClient: ProveClient {
                 let retryable =
                     result.status == 429
                     || (endpoint.isIdempotent ? (500..<600).contains(result.status) : result.status == 503)
-                guard retryable else { return result }
+                guard retryable else {
+                    guard result.status >= 500 else { return result }
+                    logger.warning(
+                        "Prove call failed and is not safe to retry",
+                        metadata: ["prove.attempt": "\(attempt)", "prove.status": "\(result.status)"]
+                    )
+                    throw ProveClientError.unavailable(reason: "HTTP \(result.status)")
+                }
                 retryReason = "HTTP \(result.status)"
                 retryAfter = Self.retryAfter(result.headers)
             case .failure(let label, let requestNotSent):
