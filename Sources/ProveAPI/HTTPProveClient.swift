@@ -1,13 +1,13 @@
 import AsyncHTTPClient
+import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
 
-import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `ProveClient` over HTTP: OAuth2 token caching, one token refresh on 401, per-attempt timeouts derived from
@@ -130,7 +130,10 @@ public final class HTTPProveClient: ProveClient {
                 do {
                     return try JSONDecoder().decode(Result.self, from: Data(result.body.readableBytesView))
                 } catch {
-                    logger.error("Prove answered with an undecodable body", metadata: ["prove.status": "\(result.status)"])
+                    logger.error(
+                        "Prove answered with an undecodable body",
+                        metadata: ["prove.status": "\(result.status)"]
+                    )
                     throw ProveClientError.unavailable(reason: "undecodable \(endpoint.rawValue) response")
                 }
             case 401 where !refreshedToken:

@@ -14,6 +14,8 @@ public actor ProveSandbox {
     public static let flowLifetime: TimeInterval = 15 * 60
     /// Request bodies must be under 4 KB.
     public static let maxBodyBytes = 4095
+    /// The outbox keeps at most this many messages (oldest dropped first).
+    public static let maxOutboxMessages = 1000
 
     enum UnifyState: Sendable {
         case pending
@@ -180,7 +182,9 @@ public actor ProveSandbox {
         let user: UnifyTestUser
         let phoneNumber: String
         if let phone = request.phoneNumber {
-            guard !phone.isEmpty, Self.only(phone, extra: "+") else { return .error(400, 8001, "phoneNumber is invalid") }
+            guard !phone.isEmpty, Self.only(phone, extra: "+") else {
+                return .error(400, 8001, "phoneNumber is invalid")
+            }
             guard let found = UnifyTestUser.find(phoneNumber: phone) else {
                 return .error(400, 8007, "no test user found matching the phone number")
             }
@@ -224,6 +228,7 @@ public actor ProveSandbox {
                 template.contains("####")
                 ? template.replacingOccurrences(of: "####", with: link) : "\(template) \(link)"
             messages.append(.init(phoneNumber: phoneNumber, text: text, link: link, sentAt: now()))
+            pruneOutbox()
         }
         return .json(200, UnifyResponse(success: "pending", correlationId: correlationId, authToken: Self.makeJWT()))
     }
@@ -347,7 +352,12 @@ public actor ProveSandbox {
         let correlationId = UUID().uuidString.lowercased()
         let next = ["v3-validate": "/v3/validate"]
         prefillFlows[correlationId] = PrefillFlow(
-            user: user, phoneNumber: phone, dob: request.dob, ssn: request.ssn, createdAt: now(), next: next
+            user: user,
+            phoneNumber: phone,
+            dob: request.dob,
+            ssn: request.ssn,
+            createdAt: now(),
+            next: next
         )
         return .json(200, StartResponse(next: next, authToken: Self.makeJWT(), correlationId: correlationId))
     }
@@ -358,7 +368,12 @@ public actor ProveSandbox {
                 flow.next = ["done": "done"]
                 return .json(
                     200,
-                    ValidateResponse(success: false, challengeMissing: false, next: flow.next, phoneNumber: flow.phoneNumber)
+                    ValidateResponse(
+                        success: false,
+                        challengeMissing: false,
+                        next: flow.next,
+                        phoneNumber: flow.phoneNumber
+                    )
                 )
             }
             flow.next = ["v3-challenge": "/v3/challenge"]
@@ -366,7 +381,10 @@ public actor ProveSandbox {
             return .json(
                 200,
                 ValidateResponse(
-                    success: true, challengeMissing: challengeMissing, next: flow.next, phoneNumber: flow.phoneNumber
+                    success: true,
+                    challengeMissing: challengeMissing,
+                    next: flow.next,
+                    phoneNumber: flow.phoneNumber
                 )
             )
         }
@@ -432,6 +450,15 @@ public actor ProveSandbox {
             flow.createdAt.addingTimeInterval(Self.flowLifetime) > now()
         else { return nil }
         return flow
+    }
+
+    /// Keeps the outbox bounded: messages of live sessions only, at most `maxOutboxMessages`.
+    private func pruneOutbox() {
+        let cutoff = now().addingTimeInterval(-Self.flowLifetime)
+        messages.removeAll { $0.sentAt <= cutoff }
+        if messages.count > Self.maxOutboxMessages {
+            messages.removeFirst(messages.count - Self.maxOutboxMessages)
+        }
     }
 
     private func purgeExpired() {

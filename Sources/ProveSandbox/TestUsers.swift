@@ -70,7 +70,10 @@ struct PrefillTestUser: Sendable {
             phoneNumber: "2001001693",
             shortTerm: false,
             individual: .init(
-                firstName: "Marcia", lastName: "Longo", dob: "1982-07-19", ssn: "470806227",
+                firstName: "Marcia",
+                lastName: "Longo",
+                dob: "1982-07-19",
+                ssn: "470806227",
                 addresses: [.init(address: "00 Mallard Park", city: "New Orleans", region: "LA", postalCode: "70165")]
             )
         ),
@@ -78,7 +81,10 @@ struct PrefillTestUser: Sendable {
             phoneNumber: "2001001688",
             shortTerm: false,
             individual: .init(
-                firstName: "Nevin", lastName: "Chattey", dob: "1980-03-20", ssn: "542742985",
+                firstName: "Nevin",
+                lastName: "Chattey",
+                dob: "1980-03-20",
+                ssn: "542742985",
                 addresses: [.init(address: "9398 Scott Plaza", city: "Austin", region: "TX", postalCode: "78744")]
             )
         ),
@@ -86,7 +92,10 @@ struct PrefillTestUser: Sendable {
             phoneNumber: "2001001687",
             shortTerm: false,
             individual: .init(
-                firstName: "Agretha", lastName: "Chene", dob: "1994-12-29", ssn: "369956933",
+                firstName: "Agretha",
+                lastName: "Chene",
+                dob: "1994-12-29",
+                ssn: "369956933",
                 addresses: [.init(address: "4861 Jay Junction", city: "Boston", region: "MS", postalCode: "02208")]
             )
         ),

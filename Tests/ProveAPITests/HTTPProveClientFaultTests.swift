@@ -105,14 +105,17 @@ import Testing
     }
 
     @Test func a400IsNotRetried() async throws {
-        let server = ScriptedProve([.respond(status: 400, body: #"{"code":8001,"message":"correlationId is required"}"#)])
+        let server = ScriptedProve([
+            .respond(status: 400, body: #"{"code":8001,"message":"correlationId is required"}"#)
+        ])
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
             try await withHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect(
                     throws: ProveClientError.rejected(
-                        status: 400, body: .init(code: 8001, message: "correlationId is required")
+                        status: 400,
+                        body: .init(code: 8001, message: "correlationId is required")
                     )
                 ) {
                     try await client.unifyStatus(.init(correlationId: ""), deadline: deadline(30))
@@ -130,7 +133,10 @@ import Testing
             try await withHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect(throws: ProveClientError.rejected(status: 404, body: nil)) {
-                    try await client.unifyBind(.init(correlationId: "c", phoneNumber: "2001004014"), deadline: deadline(30))
+                    try await client.unifyBind(
+                        .init(correlationId: "c", phoneNumber: "2001004014"),
+                        deadline: deadline(30)
+                    )
                 }
             }
         }
@@ -143,7 +149,9 @@ import Testing
         try await server.serve { baseURL in
             try await withHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
-                await #expect(throws: ProveClientError.rejected(status: 403, body: .init(code: 8003, message: "forbidden"))) {
+                await #expect(
+                    throws: ProveClientError.rejected(status: 403, body: .init(code: 8003, message: "forbidden"))
+                ) {
                     try await client.unifyStatus(.init(correlationId: "c"), deadline: deadline(30))
                 }
             }
@@ -254,7 +262,10 @@ import Testing
     @Test func mapsNamesAndURLs() {
         #expect(ProveEnvironment.baseURL(for: "uat") == "https://platform.uat.proveapis.com")
         #expect(ProveEnvironment.baseURL(for: "prod") == "https://platform.proveapis.com")
-        #expect(ProveEnvironment.baseURL(for: "http://127.0.0.1:9000/sandbox/prove/") == "http://127.0.0.1:9000/sandbox/prove")
+        #expect(
+            ProveEnvironment.baseURL(for: "http://127.0.0.1:9000/sandbox/prove/")
+                == "http://127.0.0.1:9000/sandbox/prove"
+        )
         #expect(ProveEnvironment.baseURL(for: "https://proxy.example") == "https://proxy.example")
         #expect(ProveEnvironment.baseURL(for: "sandbox") == nil)
         #expect(ProveEnvironment.baseURL(for: "ftp://x.example") == nil)
@@ -265,10 +276,17 @@ import Testing
 @Suite struct ModelTests {
     @Test func unifyRequestOmitsNilFields() throws {
         let request = UnifyRequest(
-            possessionType: "desktop", clientRequestId: "r", phoneNumber: "2001004014", finalTargetUrl: "https://a.b"
+            possessionType: "desktop",
+            clientRequestId: "r",
+            phoneNumber: "2001004014",
+            finalTargetUrl: "https://a.b"
         )
         let object = try JSONSerialization.jsonObject(with: JSONEncoder().encode(request)) as? [String: Any]
-        #expect(Set(object?.keys.map { $0 } ?? []) == ["possessionType", "clientRequestId", "phoneNumber", "finalTargetUrl"])
+        #expect(
+            Set(object?.keys.map { $0 } ?? []) == [
+                "possessionType", "clientRequestId", "phoneNumber", "finalTargetUrl",
+            ]
+        )
     }
 
     @Test func statusResponseKeepsUnknownSuccessValues() throws {

@@ -12,23 +12,33 @@ import Testing
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
                 let client = HTTPProveClient(
-                    baseURL: baseURL, credentials: sandboxCredentials, httpClient: http, logger: quietLogger()
+                    baseURL: baseURL,
+                    credentials: sandboxCredentials,
+                    httpClient: http,
+                    logger: quietLogger()
                 )
                 let unify = try await client.unify(
                     UnifyRequest(
-                        possessionType: "desktop", clientRequestId: "req-42", phoneNumber: "2001004014",
+                        possessionType: "desktop",
+                        clientRequestId: "req-42",
+                        phoneNumber: "2001004014",
                         finalTargetUrl: "https://relay.test/instant-link/done"
                     ),
                     deadline: deadline()
                 )
                 #expect(unify.success == "pending")
                 #expect(unify.authToken != nil)
-                let pending = try await client.unifyStatus(.init(correlationId: unify.correlationId), deadline: deadline())
+                let pending = try await client.unifyStatus(
+                    .init(correlationId: unify.correlationId),
+                    deadline: deadline()
+                )
                 #expect(pending.success == "pending")
 
                 let link = try #require(await sandbox.outbox(phoneNumber: "2001004014").first?.link)
                 let linkPath = String(link.dropFirst("http://relay.test".count))
-                var open = HTTPClientRequest(url: baseURL.replacingOccurrences(of: "/sandbox/prove", with: "") + linkPath)
+                var open = HTTPClientRequest(
+                    url: baseURL.replacingOccurrences(of: "/sandbox/prove", with: "") + linkPath
+                )
                 open.method = .GET
                 let redirect = try await HTTPClient(
                     eventLoopGroupProvider: .singleton,
@@ -38,7 +48,8 @@ import Testing
                 #expect(redirect.location?.hasPrefix("https://relay.test/instant-link/done?asc=true&authId=") == true)
 
                 let passed = try await client.unifyStatus(
-                    .init(correlationId: unify.correlationId, clientRequestId: "req-42"), deadline: deadline()
+                    .init(correlationId: unify.correlationId, clientRequestId: "req-42"),
+                    deadline: deadline()
                 )
                 #expect(passed.success == "true")
                 #expect(passed.proveId != nil)
@@ -53,16 +64,24 @@ import Testing
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
                 let client = HTTPProveClient(
-                    baseURL: baseURL, credentials: sandboxCredentials, httpClient: http, logger: quietLogger()
+                    baseURL: baseURL,
+                    credentials: sandboxCredentials,
+                    httpClient: http,
+                    logger: quietLogger()
                 )
                 let unify = try await client.unify(
                     UnifyRequest(
-                        possessionType: "desktop", clientRequestId: "r", phoneNumber: "2001004018",
+                        possessionType: "desktop",
+                        clientRequestId: "r",
+                        phoneNumber: "2001004018",
                         finalTargetUrl: "https://relay.test/done"
                     ),
                     deadline: deadline()
                 )
-                let status = try await client.unifyStatus(.init(correlationId: unify.correlationId), deadline: deadline())
+                let status = try await client.unifyStatus(
+                    .init(correlationId: unify.correlationId),
+                    deadline: deadline()
+                )
                 #expect(status.success == "true")
             }
         }
@@ -75,13 +94,20 @@ import Testing
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
                 let client = HTTPProveClient(
-                    baseURL: baseURL, credentials: sandboxCredentials, httpClient: http, logger: quietLogger()
+                    baseURL: baseURL,
+                    credentials: sandboxCredentials,
+                    httpClient: http,
+                    logger: quietLogger()
                 )
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for i in 0..<8 {
                         group.addTask {
                             let response = try await client.unify(
-                                UnifyRequest(possessionType: "none", clientRequestId: "r\(i)", phoneNumber: "2001004018"),
+                                UnifyRequest(
+                                    possessionType: "none",
+                                    clientRequestId: "r\(i)",
+                                    phoneNumber: "2001004018"
+                                ),
                                 deadline: deadline()
                             )
                             #expect(response.success == "pending")
@@ -100,7 +126,10 @@ import Testing
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
                 let client = HTTPProveClient(
-                    baseURL: baseURL, credentials: sandboxCredentials, httpClient: http, logger: quietLogger(),
+                    baseURL: baseURL,
+                    credentials: sandboxCredentials,
+                    httpClient: http,
+                    logger: quietLogger(),
                     now: clock.now
                 )
                 let request = UnifyRequest(possessionType: "none", clientRequestId: "r", phoneNumber: "2001004014")
@@ -122,20 +151,27 @@ import Testing
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
                 let client = HTTPProveClient(
-                    baseURL: baseURL, credentials: sandboxCredentials, httpClient: http, logger: quietLogger()
+                    baseURL: baseURL,
+                    credentials: sandboxCredentials,
+                    httpClient: http,
+                    logger: quietLogger()
                 )
                 let unify = try await client.unify(
                     UnifyRequest(possessionType: "none", clientRequestId: "r", phoneNumber: "2001004014"),
                     deadline: deadline()
                 )
                 await sandbox.revokeAllTokens()
-                let status = try await client.unifyStatus(.init(correlationId: unify.correlationId), deadline: deadline())
+                let status = try await client.unifyStatus(
+                    .init(correlationId: unify.correlationId),
+                    deadline: deadline()
+                )
                 #expect(status.success == "possession_required")
                 #expect(await sandbox.tokensIssued == 2)
                 #expect(await sandbox.callCount("unify-status") == 2)
 
                 let bound = try await client.unifyBind(
-                    .init(correlationId: unify.correlationId, phoneNumber: "2001004014"), deadline: deadline()
+                    .init(correlationId: unify.correlationId, phoneNumber: "2001004014"),
+                    deadline: deadline()
                 )
                 #expect(bound.success == "true")
                 #expect(await sandbox.tokensIssued == 2)
@@ -148,10 +184,14 @@ import Testing
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
                 let client = HTTPProveClient(
-                    baseURL: baseURL, credentials: .init(clientID: "sandbox-client", clientSecret: "nope"),
-                    httpClient: http, logger: quietLogger()
+                    baseURL: baseURL,
+                    credentials: .init(clientID: "sandbox-client", clientSecret: "nope"),
+                    httpClient: http,
+                    logger: quietLogger()
                 )
-                await #expect(throws: ProveClientError.rejected(status: 401, body: .init(code: 8002, message: "not authorized"))) {
+                await #expect(
+                    throws: ProveClientError.rejected(status: 401, body: .init(code: 8002, message: "not authorized"))
+                ) {
                     try await client.unifyStatus(.init(correlationId: "c"), deadline: deadline())
                 }
             }
@@ -165,15 +205,21 @@ import Testing
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
                 let client = HTTPProveClient(
-                    baseURL: baseURL, credentials: sandboxCredentials, httpClient: http, logger: quietLogger()
+                    baseURL: baseURL,
+                    credentials: sandboxCredentials,
+                    httpClient: http,
+                    logger: quietLogger()
                 )
                 let expected = ProveClientError.rejected(
-                    status: 400, body: .init(code: 8007, message: "no test user found matching the phone number")
+                    status: 400,
+                    body: .init(code: 8007, message: "no test user found matching the phone number")
                 )
                 await #expect(throws: expected) {
                     try await client.unify(
                         UnifyRequest(
-                            possessionType: "desktop", clientRequestId: "r", phoneNumber: "5550001111",
+                            possessionType: "desktop",
+                            clientRequestId: "r",
+                            phoneNumber: "5550001111",
                             finalTargetUrl: "https://relay.test/done"
                         ),
                         deadline: deadline()
@@ -191,11 +237,16 @@ import Testing
         let authToken = try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
                 let client = HTTPProveClient(
-                    baseURL: baseURL, credentials: sandboxCredentials, httpClient: http, logger: logger
+                    baseURL: baseURL,
+                    credentials: sandboxCredentials,
+                    httpClient: http,
+                    logger: logger
                 )
                 let unify = try await client.unify(
                     UnifyRequest(
-                        possessionType: "desktop", clientRequestId: "r", phoneNumber: "2001004014",
+                        possessionType: "desktop",
+                        clientRequestId: "r",
+                        phoneNumber: "2001004014",
                         finalTargetUrl: "https://relay.test/done"
                     ),
                     deadline: deadline()
@@ -220,7 +271,8 @@ import Testing
 }
 
 extension HTTPClient {
-    fileprivate func executeThenShutdown(_ request: HTTPClientRequest) async throws -> (status: Int, location: String?) {
+    fileprivate func executeThenShutdown(_ request: HTTPClientRequest) async throws -> (status: Int, location: String?)
+    {
         do {
             let response = try await execute(request, timeout: .seconds(5))
             let result = (Int(response.status.code), response.headers.first(name: "Location"))

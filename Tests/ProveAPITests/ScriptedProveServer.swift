@@ -66,7 +66,10 @@ actor ScriptedProve {
                 }
             }
         }
-        let app = Application(router: router, logger: Logger(label: "scripted", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let app = Application(
+            router: router,
+            logger: Logger(label: "scripted", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
         return try await app.test(.live) { client in
             let port = try #require(client.port)
             do {

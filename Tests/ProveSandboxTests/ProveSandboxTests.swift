@@ -12,10 +12,10 @@ import Testing
         try await makeSandboxApp(sandbox).test(.router) { client in
             let response = try await client.requestToken()
             #expect(response.status == .ok)
-            let body = try decode(TokenBody.self, response)
-            #expect(body.access_token.hasPrefix("eyJ"))
-            #expect(body.token_type == "Bearer")
-            #expect(body.expires_in == 1800)
+            let body = try decode(ProveTokenResponse.self, response)
+            #expect(body.accessToken.hasPrefix("eyJ"))
+            #expect(body.tokenType == "Bearer")
+            #expect(body.expiresIn == 1800)
         }
         #expect(await sandbox.tokensIssued == 1)
     }
@@ -113,7 +113,10 @@ import Testing
             // The same authId when the link is opened again; the proveId is stable per test user.
             let again = try await client.open(message.link)
             #expect(again.headers[.location] == location)
-            let second = try decode(UnifyResponse.self, try await client.unifyDesktop(token: token, phone: "2001004014"))
+            let second = try decode(
+                UnifyResponse.self,
+                try await client.unifyDesktop(token: token, phone: "2001004014")
+            )
             let secondLink = try await client.outbox("2001004014")[1].link
             _ = try await client.open(secondLink)
             #expect(try await client.status(token: token, second.correlationId).proveId == proveId)
@@ -173,6 +176,19 @@ import Testing
         #expect(await sandbox.outbox(phoneNumber: nil).isEmpty)
     }
 
+    @Test func internationalNumbersCanBeLookedUpInTheOutbox() async throws {
+        let sandbox = ProveSandbox(publicBaseURL: publicBase)
+        try await makeSandboxApp(sandbox).test(.router) { client in
+            let token = try await client.accessToken()
+            #expect(try await client.unifyDesktop(token: token, phone: "+2001004025").status == .ok)
+            #expect(try await client.outbox("%2B2001004025").count == 1)
+            #expect(try await client.outbox("+2001004025").count == 1)
+            #expect(try await client.outbox("2001004025").isEmpty)
+            let all = try await client.execute(uri: "/sandbox/outbox", method: .get)
+            #expect(try decode(SandboxOutbox.self, all).messages.count == 1)
+        }
+    }
+
     @Test func customSmsMessageReplacesTheDefaultText() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await makeSandboxApp(sandbox).test(.router) { client in
@@ -227,7 +243,9 @@ import Testing
             let noRequestId = try await error(#"{"possessionType":"desktop","phoneNumber":"2001004014"}"#)
             #expect(noRequestId.code == 8001)
             #expect(noRequestId.message.contains("clientRequestId"))
-            let noTarget = try await error(#"{"possessionType":"desktop","phoneNumber":"2001004014","clientRequestId":"r"}"#)
+            let noTarget = try await error(
+                #"{"possessionType":"desktop","phoneNumber":"2001004014","clientRequestId":"r"}"#
+            )
             #expect(noTarget.message.contains("finalTargetUrl"))
             let badPhone = try await error(
                 #"{"possessionType":"desktop","phoneNumber":"200-100-4014","clientRequestId":"r","finalTargetUrl":"https://a.b"}"#
@@ -236,7 +254,8 @@ import Testing
             let badType = try await error(#"{"possessionType":"carrier-pigeon","clientRequestId":"r"}"#)
             #expect(badType.message.contains("possessionType"))
             #expect(try await error("{not json").code == 8001)
-            let huge = #"{"possessionType":"none","clientRequestId":"r","phoneNumber":"2001004014","clientCustomerId":""#
+            let huge =
+                #"{"possessionType":"none","clientRequestId":"r","phoneNumber":"2001004014","clientCustomerId":""#
                 + String(repeating: "x", count: 4096) + #""}"#
             #expect(try await error(huge).code == 8001)
         }
@@ -251,7 +270,9 @@ import Testing
             let link = try await client.outbox("2001004014")[0].link
             clock.advance(by: 15 * 60 + 1)
             let response = try await client.post(
-                "unify-status", token: token, body: UnifyStatusRequest(correlationId: unify.correlationId)
+                "unify-status",
+                token: token,
+                body: UnifyStatusRequest(correlationId: unify.correlationId)
             )
             #expect(response.status == .badRequest)
             #expect(try decode(ProveErrorBody.self, response).code == 8008)
@@ -264,7 +285,9 @@ import Testing
         try await makeSandboxApp(sandbox).test(.router) { client in
             let token = try await client.accessToken()
             let response = try await client.post(
-                "unify-status", token: token, body: UnifyStatusRequest(correlationId: UUID().uuidString)
+                "unify-status",
+                token: token,
+                body: UnifyStatusRequest(correlationId: UUID().uuidString)
             )
             #expect(response.status == .badRequest)
             #expect(try decode(ProveErrorBody.self, response).code == 8008)
@@ -285,13 +308,17 @@ import Testing
             #expect(try await client.status(token: token, unify.correlationId).success == "possession_required")
 
             let wrong = try await client.post(
-                "unify-bind", token: token, body: UnifyBindRequest(correlationId: unify.correlationId, phoneNumber: "2001004015")
+                "unify-bind",
+                token: token,
+                body: UnifyBindRequest(correlationId: unify.correlationId, phoneNumber: "2001004015")
             )
             #expect(try decode(UnifyStatusResponse.self, wrong).success == "false")
             #expect(try await client.status(token: token, unify.correlationId).success == "possession_required")
 
             let bound = try await client.post(
-                "unify-bind", token: token, body: UnifyBindRequest(correlationId: unify.correlationId, phoneNumber: "2001004014")
+                "unify-bind",
+                token: token,
+                body: UnifyBindRequest(correlationId: unify.correlationId, phoneNumber: "2001004014")
             )
             let bind = try decode(UnifyStatusResponse.self, bound)
             #expect(bind.success == "true")
@@ -310,21 +337,27 @@ import Testing
             let start = try decode(
                 StartResponse.self,
                 try await client.post(
-                    "start", token: token,
+                    "start",
+                    token: token,
                     json: #"{"flowType":"desktop","phoneNumber":"2001001695","finalTargetUrl":"https://a.example/x"}"#
                 )
             )
             #expect(start.next == ["v3-validate": "/v3/validate"])
             let id = start.correlationId
             let validate = try decode(
-                ValidateResponse.self, try await client.post("validate", token: token, json: #"{"correlationId":"\#(id)"}"#)
+                ValidateResponse.self,
+                try await client.post("validate", token: token, json: #"{"correlationId":"\#(id)"}"#)
             )
             #expect(validate.success)
             #expect(validate.challengeMissing)
             #expect(validate.next == ["v3-challenge": "/v3/challenge"])
             let challenge = try decode(
                 ChallengeResponse.self,
-                try await client.post("challenge", token: token, json: #"{"correlationId":"\#(id)","dob":"1981-01-17"}"#)
+                try await client.post(
+                    "challenge",
+                    token: token,
+                    json: #"{"correlationId":"\#(id)","dob":"1981-01-17"}"#
+                )
             )
             #expect(challenge.success)
             #expect(challenge.individual?.firstName == "Milo")
@@ -333,7 +366,8 @@ import Testing
             let complete = try decode(
                 CompleteResponse.self,
                 try await client.post(
-                    "complete", token: token,
+                    "complete",
+                    token: token,
                     json: #"{"correlationId":"\#(id)","individual":{"firstName":"Milo","lastName":"Pinson"}}"#
                 )
             )
@@ -352,10 +386,15 @@ import Testing
             )
             let id = start.correlationId
             let early = try await client.post(
-                "complete", token: token, json: #"{"correlationId":"\#(id)","individual":{"firstName":"Milo"}}"#
+                "complete",
+                token: token,
+                json: #"{"correlationId":"\#(id)","individual":{"firstName":"Milo"}}"#
             )
             #expect(early.status == .forbidden)
-            #expect(try decode(ProveErrorBody.self, early) == ProveErrorBody(code: 8003, message: "step called out of order"))
+            #expect(
+                try decode(ProveErrorBody.self, early)
+                    == ProveErrorBody(code: 8003, message: "step called out of order")
+            )
             #expect(try await client.post("validate", token: token, json: #"{"correlationId":"\#(id)"}"#).status == .ok)
             let twice = try await client.post("validate", token: token, json: #"{"correlationId":"\#(id)"}"#)
             #expect(twice.status == .forbidden)

@@ -12,12 +12,6 @@ func makeSandboxApp(_ sandbox: ProveSandbox) -> some ApplicationProtocol {
     return Application(router: router)
 }
 
-struct TokenBody: Decodable {
-    var access_token: String
-    var token_type: String
-    var expires_in: Int
-}
-
 func decode<T: Decodable>(_ type: T.Type, _ response: TestResponse) throws -> T {
     let decoder = JSONDecoder()
     decoder.dateDecodingStrategy = .iso8601
@@ -37,13 +31,18 @@ extension TestClientProtocol {
     }
 
     func accessToken() async throws -> String {
-        try decode(TokenBody.self, try await requestToken()).access_token
+        try decode(ProveTokenResponse.self, try await requestToken()).accessToken
     }
 
     func post(_ path: String, token: String?, json: String) async throws -> TestResponse {
         var headers: HTTPFields = [.contentType: "application/json", .accept: "application/json"]
         if let token { headers[.authorization] = "Bearer \(token)" }
-        return try await execute(uri: "/sandbox/prove/v3/\(path)", method: .post, headers: headers, body: ByteBuffer(string: json))
+        return try await execute(
+            uri: "/sandbox/prove/v3/\(path)",
+            method: .post,
+            headers: headers,
+            body: ByteBuffer(string: json)
+        )
     }
 
     func post(_ path: String, token: String?, body: some Encodable) async throws -> TestResponse {
@@ -72,7 +71,11 @@ extension TestClientProtocol {
     }
 
     func status(token: String, _ correlationId: String) async throws -> UnifyStatusResponse {
-        let response = try await post("unify-status", token: token, body: UnifyStatusRequest(correlationId: correlationId))
+        let response = try await post(
+            "unify-status",
+            token: token,
+            body: UnifyStatusRequest(correlationId: correlationId)
+        )
         return try decode(UnifyStatusResponse.self, response)
     }
 
