@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import ProveAPI
 import Testing
 
@@ -248,7 +249,8 @@ import Testing
             )
             #expect(noTarget.message.contains("finalTargetUrl"))
             let badPhone = try await error(
-                #"{"possessionType":"desktop","phoneNumber":"200-100-4014","clientRequestId":"r","finalTargetUrl":"https://a.b"}"#
+                #"{"possessionType":"desktop","phoneNumber":"200-100-4014","clientRequestId":"r","#
+                    + #""finalTargetUrl":"https://a.b"}"#
             )
             #expect(badPhone.message.contains("phoneNumber"))
             let badType = try await error(#"{"possessionType":"carrier-pigeon","clientRequestId":"r"}"#)
@@ -294,6 +296,28 @@ import Testing
             let page = try await client.execute(uri: "/sandbox/link/nope", method: .get)
             #expect(page.status == .notFound)
             #expect(page.headers[.contentType]?.hasPrefix("text/html") == true)
+        }
+    }
+}
+
+@Suite struct StandaloneSandboxTests {
+    @Test func standaloneApplicationServesTheSameRoutes() async throws {
+        let sandbox = ProveSandbox(publicBaseURL: publicBase)
+        let app = buildSandboxApplication(sandbox: sandbox, host: "127.0.0.1", port: 0, logger: Logger(label: "t"))
+        try await app.test(.router) { client in
+            let token = try await client.accessToken()
+            #expect(try await client.unifyDesktop(token: token, phone: "2001004014").status == .ok)
+            #expect(try await client.outbox("2001004014").count == 1)
+        }
+        let standalone = buildSandboxApplication(
+            host: "127.0.0.1",
+            port: 0,
+            publicBaseURL: nil,
+            logger: Logger(label: "t")
+        )
+        try await standalone.test(.router) { client in
+            let response = try await client.requestToken()
+            #expect(response.status == .ok)
         }
     }
 }
