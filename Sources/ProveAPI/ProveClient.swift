@@ -1,0 +1,67 @@
+/// A client of Prove's Unify API. Every call takes the flow's absolute deadline: no attempt, retry or backoff
+/// sleep goes past it.
+public protocol ProveClient: Sendable {
+    func unify(_ request: UnifyRequest, deadline: ContinuousClock.Instant) async throws -> UnifyResponse
+    func unifyStatus(_ request: UnifyStatusRequest, deadline: ContinuousClock.Instant) async throws
+        -> UnifyStatusResponse
+    func unifyBind(_ request: UnifyBindRequest, deadline: ContinuousClock.Instant) async throws
+        -> UnifyStatusResponse
+}
+
+/// The errors a `ProveClient` throws (besides `CancellationError` when the calling task is cancelled).
+public enum ProveClientError: Error, Sendable, Equatable {
+    /// A 4xx other than 429 (after the single 401 token refresh and retry). Not retried.
+    case rejected(status: Int, body: ProveErrorBody?)
+    /// Timeouts, connection errors, 5xx, 429 after the retries were spent, an undecodable 2xx body, or the
+    /// deadline was reached.
+    case unavailable(reason: String)
+}
+
+/// Observes every HTTP attempt, e.g. for metrics.
+public protocol ProveCallObserver: Sendable {
+    /// - Parameters:
+    ///   - endpoint: "token", "unify", "unify-status" or "unify-bind".
+    ///   - status: the HTTP status as a string, or "timeout" / "error".
+    ///   - duration: the attempt's duration.
+    func proveCall(endpoint: String, status: String, duration: Duration)
+}
+
+/// Retry settings: capped exponential backoff with full jitter (`delay = random(0...min(maxDelay,
+/// baseDelay * 2^(retry-1)))`), raised to `Retry-After` when the server sends one, and never past the deadline.
+public struct RetryPolicy: Sendable {
+    /// The maximum number of attempts of one call, including the first (at least 1).
+    public var maxAttempts: Int
+    public var baseDelay: Duration
+    public var maxDelay: Duration
+    /// Sleeps between attempts. Tests inject a recorder to observe delays without waiting.
+    public var sleep: @Sendable (Duration) async throws -> Void
+    /// Returns a uniformly distributed value in `0..<1`; the jitter source.
+    public var random: @Sendable () -> Double
+
+    public init(
+        maxAttempts: Int = 4,
+        baseDelay: Duration = .milliseconds(100),
+        maxDelay: Duration = .seconds(2),
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) {
+        self.maxAttempts = max(1, maxAttempts)
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+        self.sleep = sleep
+        self.random = random
+    }
+
+    /// The backoff cap before the given retry (1 = the delay after the first failed attempt).
+    public func backoffCap(retry: Int) -> Duration {
+        let exponent = min(max(retry - 1, 0), 30)
+        let uncapped = baseDelay * (1 << exponent)
+        return min(uncapped, maxDelay)
+    }
+
+    /// The full-jitter delay before the given retry: uniformly random in `0...backoffCap(retry:)`.
+    public func jitteredDelay(retry: Int) -> Duration {
+        let fraction = min(max(random(), 0), 1)
+        return backoffCap(retry: retry) * fraction
+    }
+}

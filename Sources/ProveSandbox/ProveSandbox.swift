@@ -1,0 +1,537 @@
+import Foundation
+import ProveAPI
+
+/// A simulator of Prove's v3 sandbox: OAuth2 token, Unify (desktop Instant Link, customer-supplied possession)
+/// and the Pre-Fill short-term user, with Prove's test users and error bodies (prove-api.md §1, §3, §4, §6, §8).
+/// Instant Link SMS go to an in-memory outbox.
+public actor ProveSandbox {
+    public static let clientID = "sandbox-client"
+    public static let clientSecret = "sandbox-secret"
+    /// Prove's default Instant Link text; `####` is replaced by the link.
+    public static let defaultInstantLinkText =
+        "Complete your verification. If you did not make this request, do not click the link. ####"
+    /// Sessions expire 15 minutes after `/v3/unify` or `/v3/start` returned.
+    public static let flowLifetime: TimeInterval = 15 * 60
+    /// Request bodies must be under 4 KB.
+    public static let maxBodyBytes = 4095
+    /// The outbox keeps at most this many messages (oldest dropped first).
+    public static let maxOutboxMessages = 1000
+
+    enum UnifyState: Sendable {
+        case pending
+        /// `possessionType=mobile`: possession would run in the client SDK, which the simulator does not have.
+        case awaitingClientSDK
+        case possessionRequired
+        case passed
+        case failed
+    }
+
+    struct UnifyFlow: Sendable {
+        var user: UnifyTestUser
+        var phoneNumber: String
+        var possessionType: String
+        var finalTargetUrl: String?
+        var clientRequestId: String
+        var clientHumanId: String?
+        var createdAt: Date
+        var state: UnifyState
+        var authId: String?
+    }
+
+    struct PrefillFlow: Sendable {
+        var user: PrefillTestUser
+        var phoneNumber: String
+        var dob: String?
+        var ssn: String?
+        var createdAt: Date
+        var next: [String: String]
+    }
+
+    public let publicBaseURL: String
+    public let tokenLifetime: Int
+    private let now: @Sendable () -> Date
+
+    private var tokens: [String: Date] = [:]
+    private var unifyFlows: [String: UnifyFlow] = [:]
+    private var prefillFlows: [String: PrefillFlow] = [:]
+    /// Instant Link id → correlationId.
+    private var links: [String: String] = [:]
+    private var messages: [SandboxOutboxMessage] = []
+    private var callCounts: [String: Int] = [:]
+    private var issuedTokenCount = 0
+
+    /// - Parameters:
+    ///   - publicBaseURL: e.g. "http://127.0.0.1:8080"; Instant Links are built from it, never from `Host`.
+    ///   - tokenLifetime: `expires_in` of issued tokens, in seconds.
+    ///   - now: the sandbox's clock (token and session expiry, `sentAt`).
+    public init(publicBaseURL: String, tokenLifetime: Int = 3600, now: @escaping @Sendable () -> Date = { Date() }) {
+        var base = publicBaseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        self.publicBaseURL = base
+        self.tokenLifetime = tokenLifetime
+        self.now = now
+    }
+
+    // MARK: Test hooks
+
+    /// Outbox messages for `phoneNumber` (`nil`: all), oldest first.
+    public func outbox(phoneNumber: String?) -> [SandboxOutboxMessage] {
+        guard let phoneNumber else { return messages }
+        let key = normalizePhone(phoneNumber)
+        return messages.filter { normalizePhone($0.phoneNumber) == key }
+    }
+
+    /// Makes every issued token invalid: the next API call gets 401.
+    public func revokeAllTokens() {
+        tokens.removeAll()
+    }
+
+    /// How many tokens `/token` issued.
+    public var tokensIssued: Int { issuedTokenCount }
+
+    /// How many requests reached an endpoint: "token", "unify", "unify-status", "unify-bind", "start",
+    /// "validate", "challenge", "complete", "link", "outbox".
+    public func callCount(_ endpoint: String) -> Int {
+        callCounts[endpoint, default: 0]
+    }
+
+    /// Unify sessions that have not expired.
+    public var activeUnifySessions: Int {
+        let cutoff = now().addingTimeInterval(-Self.flowLifetime)
+        return unifyFlows.values.filter { $0.createdAt > cutoff }.count
+    }
+
+    // MARK: Token
+
+    func token(form: [UInt8]?) -> SandboxReply {
+        count("token")
+        guard let form else { return .error(400, 8001, "request body must be under 4 KB") }
+        let fields = Self.parseForm(String(decoding: form, as: UTF8.self))
+        guard fields["client_id"] == Self.clientID, fields["client_secret"] == Self.clientSecret else {
+            return .error(401, 8002, "not authorized")
+        }
+        guard fields["grant_type"] == "client_credentials" else {
+            return .error(400, 8001, "grant_type must be client_credentials")
+        }
+        let current = now()
+        tokens = tokens.filter { $0.value > current }
+        let token = Self.makeJWT()
+        tokens[token] = current.addingTimeInterval(TimeInterval(tokenLifetime))
+        issuedTokenCount += 1
+        return .json(
+            200,
+            ProveTokenResponse(accessToken: token, tokenType: "Bearer", expiresIn: tokenLifetime)
+        )
+    }
+
+    // MARK: /v3 API
+
+    enum APIEndpoint: String, CaseIterable, Sendable {
+        case unify
+        case unifyStatus = "unify-status"
+        case unifyBind = "unify-bind"
+        case start
+        case validate
+        case challenge
+        case complete
+    }
+
+    func handle(_ endpoint: APIEndpoint, authorization: String?, body: [UInt8]?) -> SandboxReply {
+        count(endpoint.rawValue)
+        guard isAuthorized(authorization) else { return .error(401, 8002, "not authorized") }
+        guard let body else { return .error(400, 8001, "request body must be valid JSON under 4 KB") }
+        switch endpoint {
+        case .unify: return decode(UnifyRequest.self, body, then: unify)
+        case .unifyStatus: return decode(UnifyStatusRequest.self, body, then: unifyStatus)
+        case .unifyBind: return decode(UnifyBindRequest.self, body, then: unifyBind)
+        case .start: return decode(StartRequest.self, body, then: start)
+        case .validate: return decode(CorrelationRequest.self, body, then: validate)
+        case .challenge: return decode(ChallengeRequest.self, body, then: challenge)
+        case .complete: return decode(CompleteRequest.self, body, then: complete)
+        }
+    }
+
+    private func isAuthorized(_ authorization: String?) -> Bool {
+        guard let authorization else { return false }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
+        guard let expiry = tokens[String(parts[1]).trimmingCharacters(in: .whitespaces)] else { return false }
+        return now() < expiry
+    }
+
+    private func unify(_ request: UnifyRequest) -> SandboxReply {
+        guard ["desktop", "mobile", "none"].contains(request.possessionType) else {
+            return .error(400, 8001, "possessionType must be desktop, mobile or none")
+        }
+        guard !request.clientRequestId.isEmpty else { return .error(400, 8001, "clientRequestId is required") }
+        if let url = request.finalTargetUrl, !Self.isValidFinalTargetUrl(url) {
+            return .error(400, 8001, "finalTargetUrl is invalid")
+        }
+        if request.possessionType == "desktop", (request.finalTargetUrl ?? "").isEmpty {
+            return .error(400, 8001, "finalTargetUrl is required when possessionType is desktop")
+        }
+        if let sms = request.smsMessage, sms.count > 160 {
+            return .error(400, 8001, "smsMessage must be at most 160 characters")
+        }
+        if let email = request.emailAddress, !Self.only(email, extra: "@.+") {
+            return .error(400, 8001, "emailAddress is invalid")
+        }
+        if let ip = request.ipAddress, !Self.only(ip, extra: ".:") {
+            return .error(400, 8001, "ipAddress is invalid")
+        }
+        let user: UnifyTestUser
+        let phoneNumber: String
+        if let phone = request.phoneNumber {
+            guard !phone.isEmpty, Self.only(phone, extra: "+") else {
+                return .error(400, 8001, "phoneNumber is invalid")
+            }
+            guard let found = UnifyTestUser.find(phoneNumber: phone) else {
+                return .error(400, 8007, "no test user found matching the phone number")
+            }
+            user = found
+            phoneNumber = phone
+        } else if let proveId = request.proveId {
+            guard let found = UnifyTestUser.find(proveId: proveId) else {
+                return .error(400, 8007, "no test user found matching the proveId")
+            }
+            user = found
+            phoneNumber = found.phoneNumber
+        } else {
+            return .error(400, 8001, "phoneNumber is required")
+        }
+
+        purgeExpired()
+        let correlationId = UUID().uuidString.lowercased()
+        let state: UnifyState
+        switch (request.possessionType, user.kind) {
+        case ("none", _): state = .possessionRequired
+        case (_, .shortTerm): state = .passed
+        case ("desktop", .possession): state = .pending
+        default: state = .awaitingClientSDK
+        }
+        unifyFlows[correlationId] = UnifyFlow(
+            user: user,
+            phoneNumber: phoneNumber,
+            possessionType: request.possessionType,
+            finalTargetUrl: request.finalTargetUrl,
+            clientRequestId: request.clientRequestId,
+            clientHumanId: request.clientHumanId,
+            createdAt: now(),
+            state: state
+        )
+        if state == .pending {
+            let linkId = Self.randomBase64URL(bytes: 16)
+            links[linkId] = correlationId
+            let link = "\(publicBaseURL)/sandbox/link/\(linkId)"
+            let template = request.smsMessage ?? Self.defaultInstantLinkText
+            let text =
+                template.contains("####")
+                ? template.replacingOccurrences(of: "####", with: link) : "\(template) \(link)"
+            messages.append(.init(phoneNumber: phoneNumber, text: text, link: link, sentAt: now()))
+            pruneOutbox()
+        }
+        return .json(200, UnifyResponse(success: "pending", correlationId: correlationId, authToken: Self.makeJWT()))
+    }
+
+    private func unifyStatus(_ request: UnifyStatusRequest) -> SandboxReply {
+        guard !request.correlationId.isEmpty else { return .error(400, 8001, "correlationId is required") }
+        guard let flow = liveUnifyFlow(request.correlationId) else {
+            return .error(400, 8008, "invalid correlation ID")
+        }
+        return .json(200, statusResponse(flow, clientRequestId: request.clientRequestId))
+    }
+
+    private func unifyBind(_ request: UnifyBindRequest) -> SandboxReply {
+        guard !request.correlationId.isEmpty else { return .error(400, 8001, "correlationId is required") }
+        guard !request.phoneNumber.isEmpty, Self.only(request.phoneNumber, extra: "+") else {
+            return .error(400, 8001, "phoneNumber is invalid")
+        }
+        guard var flow = liveUnifyFlow(request.correlationId) else {
+            return .error(400, 8008, "invalid correlation ID")
+        }
+        let matches = normalizePhone(request.phoneNumber) == flow.user.phoneNumber
+        switch flow.state {
+        case .possessionRequired where matches:
+            flow.state = .passed
+            unifyFlows[request.correlationId] = flow
+            return .json(200, statusResponse(flow, clientRequestId: request.clientRequestId))
+        case .passed where matches && flow.possessionType == "none":
+            return .json(200, statusResponse(flow, clientRequestId: request.clientRequestId))
+        default:
+            return .json(
+                200,
+                UnifyStatusResponse(
+                    success: "false",
+                    clientRequestId: request.clientRequestId ?? flow.clientRequestId
+                )
+            )
+        }
+    }
+
+    private func statusResponse(_ flow: UnifyFlow, clientRequestId: String?) -> UnifyStatusResponse {
+        let echo = clientRequestId ?? flow.clientRequestId
+        switch flow.state {
+        case .pending:
+            return .init(success: "pending", clientRequestId: echo)
+        case .possessionRequired:
+            return .init(success: "possession_required", phoneNumber: flow.phoneNumber, clientRequestId: echo)
+        case .passed:
+            return .init(
+                success: "true",
+                phoneNumber: flow.phoneNumber,
+                proveId: flow.user.proveId,
+                clientHumanId: flow.clientHumanId ?? flow.user.clientHumanId,
+                clientRequestId: echo,
+                evaluation: [
+                    "authentication": .init(result: "pass"),
+                    "risk": .init(result: "pass"),
+                ]
+            )
+        case .failed, .awaitingClientSDK:
+            return .init(
+                success: "false",
+                phoneNumber: flow.phoneNumber,
+                clientRequestId: echo,
+                evaluation: [
+                    "authentication": .init(result: "fail", failureReasons: ["9100": "Phone possession incomplete."]),
+                    "risk": .init(result: "pass"),
+                ]
+            )
+        }
+    }
+
+    // MARK: Instant Link page
+
+    func openLink(id: String, decline: Bool) -> SandboxReply {
+        count("link")
+        guard let correlationId = links[id], var flow = liveUnifyFlow(correlationId),
+            let target = flow.finalTargetUrl
+        else {
+            return .html(404, "<!doctype html><title>Link not found</title><p>This link is invalid or has expired.</p>")
+        }
+        if flow.state == .pending { flow.state = decline ? .failed : .passed }
+        let authId = flow.authId ?? UUID().uuidString.lowercased()
+        flow.authId = authId
+        unifyFlows[correlationId] = flow
+        let asc = flow.state == .passed
+        let separator = target.contains("?") ? "&" : "?"
+        return .redirect("\(target)\(separator)asc=\(asc)&authId=\(authId)")
+    }
+
+    func outboxReply(phoneNumber: String?) -> SandboxReply {
+        count("outbox")
+        return .json(200, SandboxOutbox(messages: outbox(phoneNumber: phoneNumber)))
+    }
+
+    // MARK: Pre-Fill
+
+    private func start(_ request: StartRequest) -> SandboxReply {
+        guard ["desktop", "mobile"].contains(request.flowType) else {
+            return .error(400, 8001, "flowType must be desktop or mobile")
+        }
+        if let url = request.finalTargetUrl, !Self.isValidFinalTargetUrl(url) {
+            return .error(400, 8001, "finalTargetUrl is invalid")
+        }
+        if request.flowType == "desktop", (request.finalTargetUrl ?? "").isEmpty {
+            return .error(400, 8001, "finalTargetUrl is required when flowType is desktop")
+        }
+        guard let phone = request.phoneNumber, !phone.isEmpty else {
+            return .error(400, 8001, "phoneNumber is required")
+        }
+        guard Self.only(phone, extra: "+") else { return .error(400, 8001, "phoneNumber is invalid") }
+        if let ssn = request.ssn, ssn.isEmpty || !ssn.allSatisfy(\.isNumber) {
+            return .error(400, 8001, "ssn is invalid")
+        }
+        if let sms = request.smsMessage, sms.count > 160 {
+            return .error(400, 8001, "smsMessage must be at most 160 characters")
+        }
+        guard let user = PrefillTestUser.find(phoneNumber: phone) else {
+            return .error(400, 8007, "no test user found matching the phone number")
+        }
+        purgeExpired()
+        let correlationId = UUID().uuidString.lowercased()
+        let next = ["v3-validate": "/v3/validate"]
+        prefillFlows[correlationId] = PrefillFlow(
+            user: user,
+            phoneNumber: phone,
+            dob: request.dob,
+            ssn: request.ssn,
+            createdAt: now(),
+            next: next
+        )
+        return .json(200, StartResponse(next: next, authToken: Self.makeJWT(), correlationId: correlationId))
+    }
+
+    private func validate(_ request: CorrelationRequest) -> SandboxReply {
+        prefillStep(request.correlationId, step: "v3-validate") { flow in
+            guard flow.user.shortTerm else {
+                flow.next = ["done": "done"]
+                return .json(
+                    200,
+                    ValidateResponse(
+                        success: false,
+                        challengeMissing: false,
+                        next: flow.next,
+                        phoneNumber: flow.phoneNumber
+                    )
+                )
+            }
+            flow.next = ["v3-challenge": "/v3/challenge"]
+            let challengeMissing = flow.dob == nil && flow.ssn == nil
+            return .json(
+                200,
+                ValidateResponse(
+                    success: true,
+                    challengeMissing: challengeMissing,
+                    next: flow.next,
+                    phoneNumber: flow.phoneNumber
+                )
+            )
+        }
+    }
+
+    private func challenge(_ request: ChallengeRequest) -> SandboxReply {
+        let dob = request.dob ?? prefillFlows[request.correlationId]?.dob
+        let ssn = request.ssn ?? prefillFlows[request.correlationId]?.ssn
+        if let ssn, ssn.isEmpty || !ssn.allSatisfy(\.isNumber) { return .error(400, 8001, "ssn is invalid") }
+        return prefillStep(request.correlationId, step: "v3-challenge") { flow in
+            guard dob != nil || ssn != nil else { return .error(400, 8001, "dob or ssn is required") }
+            let expected = flow.user.individual
+            let dobMatches = dob.map { Self.dobMatches($0, expected.dob ?? "") } ?? true
+            let ssnMatches = ssn.map { Self.ssnMatches($0, expected.ssn ?? "") } ?? true
+            guard dobMatches, ssnMatches else {
+                flow.next = ["done": "done"]
+                return .json(200, ChallengeResponse(success: false, next: flow.next, individual: nil))
+            }
+            flow.next = ["v3-complete": "/v3/complete"]
+            return .json(200, ChallengeResponse(success: true, next: flow.next, individual: expected))
+        }
+    }
+
+    private func complete(_ request: CompleteRequest) -> SandboxReply {
+        prefillStep(request.correlationId, step: "v3-complete") { flow in
+            let expected = flow.user.individual
+            let given = request.individual
+            func same(_ a: String?, _ b: String?) -> Bool {
+                guard let a, let b else { return false }
+                return a.caseInsensitiveCompare(b) == .orderedSame
+            }
+            let success = same(given.firstName, expected.firstName) && same(given.lastName, expected.lastName)
+            flow.next = ["done": "done"]
+            return .json(200, CompleteResponse(success: success, next: flow.next))
+        }
+    }
+
+    private func prefillStep(
+        _ correlationId: String,
+        step: String,
+        _ body: (inout PrefillFlow) -> SandboxReply
+    ) -> SandboxReply {
+        guard !correlationId.isEmpty else { return .error(400, 8001, "correlationId is required") }
+        guard var flow = prefillFlows[correlationId],
+            flow.createdAt.addingTimeInterval(Self.flowLifetime) > now()
+        else {
+            return .error(400, 8008, "invalid correlation ID")
+        }
+        guard flow.next[step] != nil else { return .error(403, 8003, "step called out of order") }
+        let reply = body(&flow)
+        prefillFlows[correlationId] = flow
+        return reply
+    }
+
+    // MARK: Helpers
+
+    private func count(_ endpoint: String) {
+        callCounts[endpoint, default: 0] += 1
+    }
+
+    private func liveUnifyFlow(_ correlationId: String) -> UnifyFlow? {
+        guard let flow = unifyFlows[correlationId],
+            flow.createdAt.addingTimeInterval(Self.flowLifetime) > now()
+        else { return nil }
+        return flow
+    }
+
+    /// Keeps the outbox bounded: messages of live sessions only, at most `maxOutboxMessages`.
+    private func pruneOutbox() {
+        let cutoff = now().addingTimeInterval(-Self.flowLifetime)
+        messages.removeAll { $0.sentAt <= cutoff }
+        if messages.count > Self.maxOutboxMessages {
+            messages.removeFirst(messages.count - Self.maxOutboxMessages)
+        }
+    }
+
+    private func purgeExpired() {
+        let cutoff = now().addingTimeInterval(-Self.flowLifetime)
+        unifyFlows = unifyFlows.filter { $0.value.createdAt > cutoff }
+        prefillFlows = prefillFlows.filter { $0.value.createdAt > cutoff }
+        links = links.filter { unifyFlows[$0.value] != nil }
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ body: [UInt8], then handler: (T) -> SandboxReply)
+        -> SandboxReply
+    {
+        do {
+            return handler(try JSONDecoder().decode(T.self, from: Data(body)))
+        } catch DecodingError.keyNotFound(let key, _) {
+            return .error(400, 8001, "\(key.stringValue) is required")
+        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
+            let name = context.codingPath.last?.stringValue ?? "request body"
+            return .error(400, 8001, "\(name) is invalid")
+        } catch {
+            return .error(400, 8001, "request body is not valid JSON")
+        }
+    }
+
+    static func isValidFinalTargetUrl(_ url: String) -> Bool {
+        !url.isEmpty && url.count <= 128 && only(url, extra: "-._+=/:?")
+    }
+
+    /// Whether `value` has only ASCII letters and digits plus the characters of `extra`.
+    static func only(_ value: String, extra: String) -> Bool {
+        value.unicodeScalars.allSatisfy { scalar in
+            switch scalar {
+            case "A"..."Z", "a"..."z", "0"..."9": true
+            default: extra.unicodeScalars.contains(scalar)
+            }
+        }
+    }
+
+    /// `YYYY-MM-DD`, `YYYY-MM` or `MM-DD` against the full date.
+    static func dobMatches(_ given: String, _ expected: String) -> Bool {
+        given == expected || (given.count == 7 && expected.hasPrefix(given))
+            || (given.count == 5 && expected.hasSuffix("-" + given))
+    }
+
+    /// The full SSN or its last 4 digits.
+    static func ssnMatches(_ given: String, _ expected: String) -> Bool {
+        given == expected || (given.count == 4 && expected.hasSuffix(given))
+    }
+
+    static func parseForm(_ form: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for pair in form.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ s: Substring) -> String {
+                String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(s)
+            }
+            let key = decode(parts[0])
+            if fields[key] == nil { fields[key] = parts.count > 1 ? decode(parts[1]) : "" }
+        }
+        return fields
+    }
+
+    static func randomBase64URL(bytes: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let data = Data((0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+        return data.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// An opaque JWT-shaped token ("eyJ…"); only the sandbox can check it.
+    static func makeJWT() -> String {
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.\(randomBase64URL(bytes: 24)).\(randomBase64URL(bytes: 32))"
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import Hummingbird
+import Logging
+import ProveAPI
+
+/// An HTTP reply of the simulator, independent of the web framework.
+struct SandboxReply: Sendable {
+    var status: Int
+    var contentType: String?
+    var body: [UInt8]
+    var location: String?
+
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        return encoder
+    }()
+
+    static func json(_ status: Int, _ value: some Encodable) -> SandboxReply {
+        let body = (try? encoder.encode(value)).map { [UInt8]($0) } ?? []
+        return .init(status: status, contentType: "application/json", body: body)
+    }
+
+    static func error(_ status: Int, _ code: Int, _ message: String) -> SandboxReply {
+        json(status, ProveErrorBody(code: code, message: message))
+    }
+
+    static func html(_ status: Int, _ page: String) -> SandboxReply {
+        .init(status: status, contentType: "text/html; charset=utf-8", body: Array(page.utf8))
+    }
+
+    static func redirect(_ location: String) -> SandboxReply {
+        .init(status: 302, contentType: nil, body: [], location: location)
+    }
+
+    var response: Response {
+        var headers = HTTPFields()
+        if let contentType { headers[.contentType] = contentType }
+        if let location { headers[.location] = location }
+        headers[.cacheControl] = "no-store"
+        headers[.contentLength] = String(body.count)
+        return Response(
+            status: HTTPResponse.Status(code: status),
+            headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body))
+        )
+    }
+}
+
+extension ProveSandbox {
+    /// Mounts the simulator: `POST /sandbox/prove/token`, `POST /sandbox/prove/v3/{unify, unify-status,
+    /// unify-bind, start, validate, challenge, complete}`, `GET /sandbox/outbox?phoneNumber=N` and
+    /// `GET /sandbox/link/{id}` (the Instant Link page; `?decline=1` declines).
+    public nonisolated func addRoutes<Context: RequestContext>(to router: Router<Context>) {
+        router.post("/sandbox/prove/token") { request, _ -> Response in
+            let body = await Self.collectBody(request)
+            return await self.token(form: body).response
+        }
+        for endpoint in APIEndpoint.allCases {
+            router.post("/sandbox/prove/v3/\(endpoint.rawValue)") { request, _ -> Response in
+                let authorization = request.headers[.authorization]
+                let body = await Self.collectBody(request)
+                return await self.handle(endpoint, authorization: authorization, body: body).response
+            }
+        }
+        router.get("/sandbox/outbox") { request, _ -> Response in
+            // A `+` in a query string may arrive decoded as a space.
+            let phone = request.uri.queryParameters.get("phoneNumber")?
+                .replacingOccurrences(of: " ", with: "+")
+            return await self.outboxReply(phoneNumber: phone?.isEmpty == false ? phone : nil).response
+        }
+        router.get("/sandbox/link/{id}") { request, context -> Response in
+            let id = context.parameters.get("id") ?? ""
+            let decline = request.uri.queryParameters.get("decline") == "1"
+            return await self.openLink(id: id, decline: decline).response
+        }
+    }
+
+    /// The body, or `nil` when it is 4 KB or larger (or cannot be read).
+    static func collectBody(_ request: Request) async -> [UInt8]? {
+        guard let buffer = try? await request.body.collect(upTo: maxBodyBytes) else { return nil }
+        return Array(buffer.readableBytesView)
+    }
+}
+
+/// The sandbox alone, for `linkrelay sandbox --host H --port P`: the simulator at `http://H:P/sandbox/prove`,
+/// its outbox at `http://H:P/sandbox/outbox`. Links use `publicBaseURL`, else `http://H:P`.
+public func buildSandboxApplication(
+    host: String,
+    port: Int,
+    publicBaseURL: String?,
+    logger: Logger
+) -> some ApplicationProtocol {
+    let urlHost = host.contains(":") ? "[\(host)]" : host
+    let sandbox = ProveSandbox(publicBaseURL: publicBaseURL ?? "http://\(urlHost):\(port)")
+    return buildSandboxApplication(sandbox: sandbox, host: host, port: port, logger: logger)
+}
+
+/// The sandbox alone, serving the given simulator (tests keep a reference to inspect it).
+public func buildSandboxApplication(
+    sandbox: ProveSandbox,
+    host: String,
+    port: Int,
+    logger: Logger
+) -> some ApplicationProtocol {
+    let router = Router()
+    sandbox.addRoutes(to: router)
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(host, port: port), serverName: "LinkRelay-ProveSandbox"),
+        logger: logger
+    )
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Testing
+
+/// A tiny scripted stand-in for a faulty Prove: `/token` always works; each `/v3/*` request takes the next
+/// scripted step, and when the script is spent answers 200 with a "true" unify-status body.
+actor ScriptedProve {
+    enum Step: Sendable {
+        case respond(status: Int, retryAfter: String? = nil, body: String = "")
+        /// Never answers (until `release()`).
+        case hang
+    }
+
+    static let okStatusBody = #"{"success":"true","proveId":"p-1","phoneNumber":"2001004014"}"#
+    static let okUnifyBody = #"{"success":"pending","correlationId":"c-1","authToken":"eyJa.b.c"}"#
+
+    private var steps: [Step]
+    private(set) var apiRequests = 0
+    private(set) var tokenRequests = 0
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private var released = false
+
+    init(_ steps: [Step]) {
+        self.steps = steps
+    }
+
+    func nextStep(path: String) -> Step {
+        apiRequests += 1
+        if !steps.isEmpty { return steps.removeFirst() }
+        return .respond(status: 200, body: path.hasSuffix("/unify") ? Self.okUnifyBody : Self.okStatusBody)
+    }
+
+    func tokenRequested() -> Int {
+        tokenRequests += 1
+        return tokenRequests
+    }
+
+    func waitForRelease() async {
+        if released { return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func release() {
+        released = true
+        for waiter in waiters { waiter.resume() }
+        waiters.removeAll()
+    }
+
+    /// Serves the script live; `body` gets the base URL. Hanging requests are released before shutdown.
+    func serve<T: Sendable>(_ body: @escaping @Sendable (String) async throws -> T) async throws -> T {
+        let router = Router()
+        router.post("/token") { _, _ -> Response in
+            let n = await self.tokenRequested()
+            return Self.response(200, nil, #"{"access_token":"eyJtoken\#(n)","token_type":"Bearer","expires_in":3600}"#)
+        }
+        for path in ["/v3/unify", "/v3/unify-status", "/v3/unify-bind"] {
+            router.post(RouterPath(path)) { _, _ -> Response in
+                switch await self.nextStep(path: path) {
+                case .respond(let status, let retryAfter, let body):
+                    return Self.response(status, retryAfter, body)
+                case .hang:
+                    await self.waitForRelease()
+                    return Self.response(503, nil, "")
+                }
+            }
+        }
+        let app = Application(
+            router: router,
+            logger: Logger(label: "scripted", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+        return try await app.test(.live) { client in
+            let port = try #require(client.port)
+            do {
+                let result = try await body("http://127.0.0.1:\(port)")
+                await self.release()
+                return result
+            } catch {
+                await self.release()
+                throw error
+            }
+        }
+    }
+
+    static func response(_ status: Int, _ retryAfter: String?, _ body: String) -> Response {
+        var fields = HTTPFields()
+        if let retryAfter { fields[.retryAfter] = retryAfter }
+        if !body.isEmpty { fields[.contentType] = body.hasPrefix("{") ? "application/json" : "text/html" }
+        return Response(
+            status: HTTPResponse.Status(code: status),
+            headers: fields,
+            body: ResponseBody(byteBuffer: ByteBuffer(string: body))
+        )
+    }
+}

@@ -1,0 +1,102 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import ProveAPI
+import ProveSandbox
+import Testing
+
+final class LockedBox<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+
+    init(_ value: Value) { stored = value }
+
+    var value: Value { lock.withLock { stored } }
+
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        lock.withLock { body(&stored) }
+    }
+}
+
+/// Records the backoff sleeps instead of sleeping.
+final class SleepRecorder: Sendable {
+    let sleeps = LockedBox<[Duration]>([])
+
+    var sleep: @Sendable (Duration) async throws -> Void {
+        { [sleeps] duration in sleeps.withLock { $0.append(duration) } }
+    }
+}
+
+/// Records every attempt reported to the observer.
+final class ObserverRecorder: ProveCallObserver {
+    let calls = LockedBox<[String]>([])
+
+    func proveCall(endpoint: String, status: String, duration: Duration) {
+        calls.withLock { $0.append("\(endpoint) \(status)") }
+    }
+}
+
+/// A settable client clock: `now()` is the real clock plus an offset.
+final class OffsetClock: Sendable {
+    let offset = LockedBox<Duration>(.zero)
+
+    var now: @Sendable () -> ContinuousClock.Instant {
+        { [offset] in ContinuousClock.now + offset.value }
+    }
+}
+
+/// A log handler that keeps every rendered line (message and metadata).
+struct CapturingLogHandler: LogHandler {
+    let lines: LockedBox<[String]>
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let all = self.metadata.merging(event.metadata ?? [:]) { $1 }
+        let (level, message) = (event.level, event.message)
+        lines.withLock { $0.append("\(level) \(message) \(all)") }
+    }
+}
+
+func withHTTPClient<T>(_ body: (HTTPClient) async throws -> T) async throws -> T {
+    let client = HTTPClient(eventLoopGroupProvider: .singleton)
+    do {
+        let result = try await body(client)
+        try await client.shutdown()
+        return result
+    } catch {
+        try? await client.shutdown()
+        throw error
+    }
+}
+
+/// Serves `sandbox` live on an ephemeral port; `body` gets the base URL of its Prove API.
+func withLiveSandbox<T: Sendable>(
+    _ sandbox: ProveSandbox,
+    _ body: @escaping @Sendable (String) async throws -> T
+) async throws -> T {
+    let router = Router()
+    sandbox.addRoutes(to: router)
+    let app = Application(router: router, logger: Logger(label: "sandbox", factory: { _ in SwiftLogNoOpLogHandler() }))
+    return try await app.test(.live) { client in
+        let port = try #require(client.port)
+        return try await body("http://127.0.0.1:\(port)/sandbox/prove")
+    }
+}
+
+func quietLogger() -> Logger {
+    Logger(label: "prove-test", factory: { _ in SwiftLogNoOpLogHandler() })
+}
+
+let sandboxCredentials = ProveCredentials(clientID: ProveSandbox.clientID, clientSecret: ProveSandbox.clientSecret)
+
+func deadline(_ seconds: Double = 10, now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant {
+    now + .milliseconds(Int(seconds * 1000))
+}
