@@ -111,6 +111,9 @@ let package = Package(
                 "ProveAPI",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings
