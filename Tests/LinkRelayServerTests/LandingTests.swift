@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+
+@testable import LinkRelayServer
+
+/// The strict landing rules of API.md: every input gets its status, and a rejected one changes nothing.
+@Suite("Landing")
+struct LandingTests {
+    static let uuid = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
+    static let long = String(repeating: "a", count: 8192)
+
+    static let cases: [(query: String, status: Int)] = [
+        ("asc=true&authId=\(uuid)", 200),
+        ("asc=false&authId=\(uuid)", 200),
+        ("asc=true&authId=\(uuid.uppercased())", 200),
+        ("authId=\(uuid)&asc=true", 200),
+        ("asc=true&authId=\(uuid)&next=https://evil.example", 200),
+        ("asc=true&authId=\(uuid)&url=//evil.example&redirect=https://evil.example", 200),
+        ("asc=true&authId=\(uuid)&extra=\(long)", 200),
+        ("asc=TRUE&authId=\(uuid)", 400),
+        ("asc=True&authId=\(uuid)", 400),
+        ("asc=1&authId=\(uuid)", 400),
+        ("asc=yes&authId=\(uuid)", 400),
+        ("asc=&authId=\(uuid)", 400),
+        ("asc&authId=\(uuid)", 400),
+        ("asc=%74rue&authId=\(uuid)", 400),
+        ("asc=true%00&authId=\(uuid)", 400),
+        ("asc=true%20&authId=\(uuid)", 400),
+        ("asc=true+&authId=\(uuid)", 400),
+        ("asc=true&authId=%7B\(uuid)%7D", 400),
+        ("asc=true&authId=urn:uuid:\(uuid)", 400),
+        ("asc=true&authId=\(uuid.dropLast())", 400),
+        ("asc=true&authId=\(uuid)0", 400),
+        ("asc=true&authId=\(uuid.replacingOccurrences(of: "f", with: "g"))", 400),
+        ("asc=true&authId=\(uuid.replacingOccurrences(of: "-", with: ""))", 400),
+        ("asc=true&authId=\(uuid.replacingOccurrences(of: "-", with: "%2D"))", 400),
+        ("asc=true&asc=true&authId=\(uuid)", 400),
+        ("asc=true&asc=false&authId=\(uuid)", 400),
+        ("asc=true&authId=\(uuid)&authId=\(uuid)", 400),
+        ("authId=\(uuid)", 400),
+        ("asc=true", 400),
+        ("", 400),
+        ("ASC=true&AUTHID=\(uuid)", 400),
+        ("asc=\(long)&authId=\(uuid)", 400),
+        ("asc=true&authId=\(long)", 400),
+    ]
+
+    @Test("Landing inputs", arguments: cases)
+    func landing(query: String, status: Int) async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let answer = try await relay.request(.GET, created.finalTargetUrl + (query.isEmpty ? "" : "?" + query))
+            #expect(answer.status == status, "\(query.prefix(80)) answered \(answer.status)")
+            #expect(answer.header("Location") == nil, "a landing never redirects")
+            #expect(!answer.body.contains("evil.example"))
+            #expect(answer.header("Content-Type") == "text/html; charset=utf-8")
+            let session = try await relay.session(created.sessionId)
+            if status == 200 {
+                #expect(session.events.map(\.type).prefix(2) == ["waiting", "tapped"])
+            } else {
+                #expect(session.events.map(\.type) == ["waiting"], "a rejected landing changes nothing")
+                #expect(session.state == "waiting")
+                #expect(answer.body.contains("not valid"))
+            }
+        }
+    }
+
+    @Test("Unknown and malformed keys answer 404 with the friendly page")
+    func unknownKey() async throws {
+        try await TestRelay.run { relay in
+            for path in ["/l/" + String(repeating: "A", count: 32), "/l/short", "/l/" + Self.long] {
+                let answer = try await relay.request(.GET, path + "?asc=true&authId=\(Self.uuid)")
+                #expect(answer.status == 404)
+                #expect(answer.body.contains("recognise"))
+            }
+        }
+    }
+
+    @Test("Every landing page carries the security headers of API.md")
+    func headers() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            for query in ["asc=true&authId=\(Self.uuid)", "asc=nope"] {
+                let answer = try await relay.request(.GET, created.finalTargetUrl + "?" + query)
+                #expect(answer.header("Cache-Control") == "no-store")
+                #expect(answer.header("Referrer-Policy") == "no-referrer")
+                #expect(answer.header("X-Content-Type-Options") == "nosniff")
+                let csp = try #require(answer.header("Content-Security-Policy"))
+                #expect(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"))
+                #expect(!answer.body.contains("https://") && !answer.body.contains("http://"), "no third-party assets")
+            }
+        }
+    }
+
+    @Test("Each valid landing asks Prove again; only the first emits tapped")
+    func repeatedLanding() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            // Land before the sandbox link is opened: Prove says pending, so the session stays tapped.
+            let url = created.finalTargetUrl + "?asc=true&authId=\(Self.uuid)"
+            #expect(try await relay.request(.GET, url).status == 200)
+            #expect(try await relay.request(.GET, url).status == 200)
+            let (landing, _) = try await relay.tap()
+            #expect(landing.status == 200)
+            let events = try await relay.pollUntilDone(created)
+            #expect(events.map(\.type) == ["waiting", "tapped", "result"])
+            #expect(events.last?.outcome == "verified")
+        }
+    }
+}
