@@ -88,7 +88,8 @@ public struct RelayConfiguration: Sendable {
             } else if store.hasPrefix("sqlite:"), store.count > 7 {
                 config.store = .sqlite(path: String(store.dropFirst(7)))
             } else if store.hasPrefix("postgres://") || store.hasPrefix("postgresql://") {
-                throw ConfigurationError("--store: PostgreSQL is not available in this build yet; use memory or sqlite:PATH")
+                throw ConfigurationError(
+                    "--store: PostgreSQL is not available in this build yet; use memory or sqlite:PATH")
             } else {
                 throw ConfigurationError("--store: \"\(store)\" is not memory, sqlite:PATH or postgres://...")
             }
@@ -138,7 +139,8 @@ public struct RelayConfiguration: Sendable {
         // The longest finalTargetUrl the relay makes must pass Prove's rules.
         let sample = config.publicURL + "/l/" + String(repeating: "A", count: SessionService.linkKeyLength)
         if let violation = FinalTargetURL.validate(sample) {
-            throw ConfigurationError("--public-url: links made from it break Prove's finalTargetUrl rules: \(violation)")
+            throw ConfigurationError(
+                "--public-url: links made from it break Prove's finalTargetUrl rules: \(violation)")
         }
         let origins = list("allowed-origin")
         config.allowedOrigins = origins.isEmpty ? [origin(of: config.publicURL)] : origins

@@ -15,7 +15,8 @@ struct Pages: Sendable {
         func asset(_ name: String) throws -> String {
             try String(contentsOfFile: path + "/" + name, encoding: .utf8)
         }
-        return Pages(library: library, sandbox: sandbox, stylesheet: try asset("relay.css"), demoScript: try asset("demo.js"))
+        return Pages(
+            library: library, sandbox: sandbox, stylesheet: try asset("relay.css"), demoScript: try asset("demo.js"))
     }
 
     /// `templates/` in the working directory, else the one in the source tree this was built from.

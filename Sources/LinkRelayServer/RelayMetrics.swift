@@ -18,23 +18,45 @@ public final class RelayMetrics: ProveCallObserver {
     private let proveLatency = Mutex<[String: DurationHistogram]>([:])
 
     public init() {
-        sessionsCreated = registry.makeCounter(descriptor: .init(metricName: "linkrelay_sessions_created_total", unitName: "", helpText: "Sessions created (Prove desktop flows started)"))
-        expirations = registry.makeCounter(descriptor: .init(metricName: "linkrelay_expirations_total", unitName: "", helpText: "Sessions that reached the end of their hold without a result"))
-        landingsAccepted = registry.makeCounter(descriptor: .init(metricName: "linkrelay_landings_total", unitName: "", helpText: "Phone landings on /l/{key}, by result"), labels: [("result", "accepted")])
-        landingsRepeated = registry.makeCounter(descriptor: .init(metricName: "linkrelay_landings_total", unitName: "", helpText: "Phone landings on /l/{key}, by result"), labels: [("result", "final_page")])
+        sessionsCreated = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_sessions_created_total", unitName: "",
+                helpText: "Sessions created (Prove desktop flows started)"))
+        expirations = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_expirations_total", unitName: "",
+                helpText: "Sessions that reached the end of their hold without a result"))
+        landingsAccepted = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_landings_total", unitName: "", helpText: "Phone landings on /l/{key}, by result"),
+            labels: [("result", "accepted")])
+        landingsRepeated = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_landings_total", unitName: "", helpText: "Phone landings on /l/{key}, by result"),
+            labels: [("result", "final_page")])
         var rejected: [LandingRejection: Counter] = [:]
         for reason in LandingRejection.allCases {
-            rejected[reason] = registry.makeCounter(descriptor: .init(metricName: "linkrelay_landings_total", unitName: "", helpText: "Phone landings on /l/{key}, by result"), labels: [("result", "rejected"), ("reason", reason.rawValue)])
+            rejected[reason] = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_landings_total", unitName: "",
+                    helpText: "Phone landings on /l/{key}, by result"),
+                labels: [("result", "rejected"), ("reason", reason.rawValue)])
         }
         landingsRejected = rejected
         var outcomes: [String: Counter] = [:]
         for kind in ["verified", "failed", "possession_required", "expired", "cancelled"] {
-            outcomes[kind] = registry.makeCounter(descriptor: .init(metricName: "linkrelay_outcomes_total", unitName: "", helpText: "Sessions ended, by how they ended"), labels: [("outcome", kind)])
+            outcomes[kind] = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_outcomes_total", unitName: "", helpText: "Sessions ended, by how they ended"),
+                labels: [("outcome", kind)])
         }
         self.outcomes = outcomes
         var channels: [ChannelTransport: Gauge] = [:]
         for transport in ChannelTransport.allCases {
-            channels[transport] = registry.makeGauge(descriptor: .init(metricName: "linkrelay_open_channels", unitName: "", helpText: "Desktop channels open now, by transport"), labels: [("transport", transport.rawValue)])
+            channels[transport] = registry.makeGauge(
+                descriptor: .init(
+                    metricName: "linkrelay_open_channels", unitName: "",
+                    helpText: "Desktop channels open now, by transport"), labels: [("transport", transport.rawValue)])
         }
         openChannels = channels
     }
@@ -51,14 +73,21 @@ public final class RelayMetrics: ProveCallObserver {
         let counter = proveCalls.withLock { counters in
             let key = endpoint + " " + status
             if let counter = counters[key] { return counter }
-            let counter = registry.makeCounter(descriptor: .init(metricName: "linkrelay_prove_calls_total", unitName: "", helpText: "Calls to Prove, by endpoint and HTTP status (or timeout/error)"), labels: [("endpoint", endpoint), ("status", status)])
+            let counter = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_prove_calls_total", unitName: "",
+                    helpText: "Calls to Prove, by endpoint and HTTP status (or timeout/error)"),
+                labels: [("endpoint", endpoint), ("status", status)])
             counters[key] = counter
             return counter
         }
         counter.increment()
         let histogram = proveLatency.withLock { histograms in
             if let histogram = histograms[endpoint] { return histogram }
-            let histogram = registry.makeDurationHistogram(descriptor: .init(metricName: "linkrelay_prove_call_duration_seconds", unitName: "", helpText: "Latency of calls to Prove, by endpoint"), labels: [("endpoint", endpoint)],
+            let histogram = registry.makeDurationHistogram(
+                descriptor: .init(
+                    metricName: "linkrelay_prove_call_duration_seconds", unitName: "",
+                    helpText: "Latency of calls to Prove, by endpoint"), labels: [("endpoint", endpoint)],
                 buckets: [
                     .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
                     .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),

@@ -93,7 +93,9 @@ final class SessionService: Sendable {
         do {
             response = try await prove.unify(unify, deadline: deadline(for: expiresAt))
         } catch let error as ProveClientError {
-            log.warning("Prove refused to start the flow", metadata: ["phone": .string(Secrets.maskedPhone(request.phoneNumber)), "error": "\(error)"])
+            log.warning(
+                "Prove refused to start the flow",
+                metadata: ["phone": .string(Secrets.maskedPhone(request.phoneNumber)), "error": "\(error)"])
             throw Problem.upstream(error)
         }
 
@@ -125,7 +127,7 @@ final class SessionService: Sendable {
 
     func land(linkKey: String, parameters: LandingParameters) async throws -> LandingResult {
         var result = LandingResult.unknown
-        let changed = try await mutate(load: { try await self.store.session(linkKey: linkKey) }) { session, now in
+        let changed = try await mutate(.linkKey(linkKey)) { session, now in
             if session.state == .expired || (!session.state.isTerminal && session.isPastHold(at: now)) {
                 result = .expired
                 return nil
@@ -151,7 +153,7 @@ final class SessionService: Sendable {
 
     /// Records Prove's answer. Does nothing if the session already ended.
     func finish(sessionID: String, result: SessionResult) async throws {
-        let session = try await mutate(load: { try await self.store.session(id: sessionID) }) { session, _ in
+        let session = try await mutate(.id(sessionID)) { session, _ in
             guard !session.state.isTerminal else { return nil }
             session.result = result
             return [.result(result.outcome)]
@@ -166,7 +168,7 @@ final class SessionService: Sendable {
 
     /// Ends a session whose hold has passed. Does nothing before that or once it has ended.
     func expire(sessionID: String) async throws {
-        let session = try await mutate(load: { try await self.store.session(id: sessionID) }) { session, now in
+        let session = try await mutate(.id(sessionID)) { session, now in
             guard !session.state.isTerminal, session.isPastHold(at: now) else { return nil }
             return [.expired]
         }
@@ -180,7 +182,7 @@ final class SessionService: Sendable {
     /// Ends a live session on the integrator's request. Throws 404 or 409 (already ended).
     func cancel(sessionID: String) async throws -> Session {
         var found = false
-        let session = try await mutate(load: { try await self.store.session(id: sessionID) }) { session, _ in
+        let session = try await mutate(.id(sessionID)) { session, _ in
             found = true
             guard !session.state.isTerminal else { return nil }
             return [.cancelled]
@@ -195,12 +197,22 @@ final class SessionService: Sendable {
     /// Loads a session, lets `change` edit it and name the events to record, and stores the result
     /// only if nobody changed the session in between (else starts again). Returns the stored session,
     /// or nil when there was no session or `change` returned nil.
+    private enum Lookup {
+        case id(String)
+        case linkKey(String)
+    }
+
     private func mutate(
-        load: () async throws -> Session?,
+        _ lookup: Lookup,
         _ change: (inout Session, Date) -> [SessionEvent.Kind]?
     ) async throws -> Session? {
         while true {
-            guard let current = try await load() else { return nil }
+            let stored: Session?
+            switch lookup {
+            case .id(let id): stored = try await store.session(id: id)
+            case .linkKey(let key): stored = try await store.session(linkKey: key)
+            }
+            guard let current = stored else { return nil }
             var session = current
             let now = clock.now()
             guard let kinds = change(&session, now) else { return nil }

@@ -37,7 +37,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Base of every absolute URL the relay hands out (LINKRELAY_PUBLIC_URL).") var publicURL: String?
     @Option(help: "memory, sqlite:PATH (LINKRELAY_STORE, default sqlite:linkrelay.sqlite).") var store: String?
     @Option(help: "Seconds a session waits for the tap, at most 600 (LINKRELAY_HOLD, default 180).") var hold: String?
-    @Option(help: "Server-to-server API key; repeatable or comma-separated (LINKRELAY_API_KEY).") var apiKey: [String] = []
+    @Option(help: "Server-to-server API key; repeatable or comma-separated (LINKRELAY_API_KEY).") var apiKey: [String] =
+        []
     @Option(help: "Browser origin allowed on channels; repeatable (LINKRELAY_ALLOWED_ORIGINS).")
     var allowedOrigin: [String] = []
     @Option(help: "sandbox, uat, prod or a base URL (LINKRELAY_PROVE, default sandbox).") var prove: String?
@@ -71,7 +72,8 @@ struct Serve: AsyncParsableCommand {
         let logger = makeLogger("linkrelay")
         if configuration.apiKeyGenerated {
             // Printed once on standard output for the operator, never logged.
-            print("API key for this run (set --api-key or LINKRELAY_API_KEY to choose one): \(configuration.apiKeys[0])")
+            print(
+                "API key for this run (set --api-key or LINKRELAY_API_KEY to choose one): \(configuration.apiKeys[0])")
         }
         let relay: LinkRelay
         do {

@@ -51,7 +51,8 @@ struct DemoController {
                 ],
                 extraCSP: "; script-src 'self'; connect-src 'self' \(websocketOrigin)")
         } catch let problem as Problem {
-            let message = problem.errors.isEmpty ? problem.detail : problem.errors.map(\.message).joined(separator: "; ")
+            let message =
+                problem.errors.isEmpty ? problem.detail : problem.errors.map(\.message).joined(separator: "; ")
             return pages.render(
                 "demo", ["phoneNumber": phoneNumber, "error": message], status: problem.status)
         }

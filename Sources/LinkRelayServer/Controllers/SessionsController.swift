@@ -25,7 +25,8 @@ struct SessionsController {
         try authorize(request)
         if let type = request.headers[.contentType], !type.lowercased().hasPrefix("application/json") {
             throw Problem(
-                status: .unsupportedMediaType, title: "Unsupported Media Type", detail: "Send the body as application/json.")
+                status: .unsupportedMediaType, title: "Unsupported Media Type",
+                detail: "Send the body as application/json.")
         }
         let body: ByteBuffer
         do {

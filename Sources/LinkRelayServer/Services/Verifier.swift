@@ -92,7 +92,9 @@ extension SessionResult {
         self.init(
             outcome: outcome, success: status.success, phoneNumber: status.phoneNumber, proveId: status.proveId,
             deviceId: status.deviceId, clientHumanId: status.clientHumanId, clientRequestId: status.clientRequestId,
-            evaluation: status.evaluation?.mapValues { Evaluation(result: $0.result, failureReasons: $0.failureReasons) })
+            evaluation: status.evaluation?.mapValues {
+                Evaluation(result: $0.result, failureReasons: $0.failureReasons)
+            })
     }
 }
 
@@ -117,7 +119,8 @@ struct ExpirySweeper: Service {
                     do {
                         try await service.expire(sessionID: id)
                     } catch {
-                        service.logger.error("Could not expire a session", metadata: ["session": .string(id), "error": "\(error)"])
+                        service.logger.error(
+                            "Could not expire a session", metadata: ["session": .string(id), "error": "\(error)"])
                         service.expiries.schedule(sessionID: id, at: now.addingTimeInterval(1))
                     }
                 }

@@ -39,7 +39,8 @@ final class SQLiteSessionStore: SessionStore {
     /// Creates or upgrades the schema; safe to run on every start.
     private static func migrate(_ connection: SQLiteConnection) async throws {
         _ = try await connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        let current = try await connection.query("SELECT MAX(version) AS v FROM schema_version").first?
+        let current =
+            try await connection.query("SELECT MAX(version) AS v FROM schema_version").first?
             .column("v")?.integer ?? 0
         if current < 1 {
             let statements = [
@@ -117,7 +118,8 @@ final class SQLiteSessionStore: SessionStore {
 
     func events(sessionID: String, after: Int) async throws -> [SessionEvent] {
         let rows = try await reader.query(
-            "SELECT data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq", [.text(sessionID), .integer(after)])
+            "SELECT data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
+            [.text(sessionID), .integer(after)])
         return try rows.map { try decode(SessionEvent.self, $0) }
     }
 

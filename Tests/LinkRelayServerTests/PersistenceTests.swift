@@ -1,0 +1,142 @@
+import AsyncHTTPClient
+import Foundation
+import LinkRelayCore
+import Synchronization
+import Testing
+
+@testable import LinkRelayServer
+
+/// A real `linkrelay` process on SQLite, killed with SIGKILL between create and tap.
+@Suite("Persistence")
+struct PersistenceTests {
+    /// A child process whose standard error is read line by line.
+    final class Child: Sendable {
+        let process: Process
+        let lines: AsyncStream<String>
+
+        init(_ arguments: [String], environment: [String: String] = [:]) throws {
+            let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                .appendingPathComponent("linkrelay")
+            process = Process()
+            process.executableURL = binary
+            process.arguments = arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            process.currentDirectoryURL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+                .deletingLastPathComponent().deletingLastPathComponent()
+            let pipe = Pipe()
+            process.standardError = pipe
+            process.standardOutput = FileHandle.nullDevice
+            let (lines, continuation) = AsyncStream<String>.makeStream()
+            self.lines = lines
+            let buffer = Mutex("")
+            pipe.fileHandleForReading.readabilityHandler = { handle in
+                let data = handle.availableData
+                if data.isEmpty {
+                    handle.readabilityHandler = nil
+                    continuation.finish()
+                    return
+                }
+                let complete = buffer.withLock { buffer -> [String] in
+                    buffer += String(decoding: data, as: UTF8.self)
+                    var parts = buffer.components(separatedBy: "\n")
+                    buffer = parts.removeLast()
+                    return parts
+                }
+                for line in complete { continuation.yield(line) }
+            }
+            try process.run()
+        }
+
+        /// Waits for a line containing `text`; false if the process ended first.
+        func waitFor(_ text: String) async -> Bool {
+            for await line in lines where line.contains(text) { return true }
+            return false
+        }
+
+        func kill() {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+
+        func stop() {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    static func freePort() throws -> Int {
+        try RelayConfiguration.resolve(flags: ["port": ["0"]], environment: [:]).port
+    }
+
+    @Test("kill -9 between create and tap loses nothing; after restart the tap verifies and the channel replays from 1")
+    func killBetweenCreateAndTap() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("linkrelay-" + Secrets.token(length: 8))
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // Prove (the simulator) runs apart, as in production, so it outlives the relay.
+        let sandboxPort = try Self.freePort()
+        let sandbox = try Child(["sandbox", "--port", String(sandboxPort)])
+        defer { sandbox.stop() }
+        #expect(await sandbox.waitFor("listening"))
+
+        let relayPort = try Self.freePort()
+        let base = "http://127.0.0.1:\(relayPort)"
+        let arguments = [
+            "serve", "--port", String(relayPort), "--store", "sqlite:" + directory.appendingPathComponent("relay.sqlite").path,
+            "--api-key", TestRelay.apiKey, "--prove", "http://127.0.0.1:\(sandboxPort)/sandbox/prove",
+        ]
+        let credentials = ["PROVE_CLIENT_ID": "sandbox-client", "PROVE_CLIENT_SECRET": "sandbox-secret"]
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        func get(_ url: String, headers: [(String, String)] = []) async throws -> HTTPAnswer {
+            var request = HTTPClientRequest(url: url)
+            for (name, value) in headers { request.headers.add(name: name, value: value) }
+            let response = try await http.execute(request, timeout: .seconds(30))
+            return HTTPAnswer(
+                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+                body: String(buffer: try await response.body.collect(upTo: 1 << 20)))
+        }
+
+        let first = try Child(arguments, environment: credentials)
+        #expect(await first.waitFor("LinkRelay listening"))
+        var create = HTTPClientRequest(url: base + "/v1/sessions")
+        create.method = .POST
+        create.headers.add(name: "Authorization", value: "Bearer \(TestRelay.apiKey)")
+        create.headers.add(name: "Content-Type", value: "application/json")
+        create.body = .bytes(.init(string: #"{"phoneNumber":"2001004014"}"#))
+        let response = try await http.execute(create, timeout: .seconds(30))
+        #expect(response.status == .created)
+        let created = try JSONDecoder().decode(
+            Created.self, from: Data(buffer: try await response.body.collect(upTo: 1 << 16)))
+        first.kill()
+
+        let second = try Child(arguments, environment: credentials)
+        defer { second.stop() }
+        #expect(await second.waitFor("LinkRelay listening"))
+        // The phone taps the link Prove sent before the crash.
+        struct Outbox: Decodable {
+            struct Message: Decodable { var link: String }
+            var messages: [Message]
+        }
+        let outbox = try JSONDecoder().decode(
+            Outbox.self,
+            from: Data(try await get("http://127.0.0.1:\(sandboxPort)/sandbox/outbox?phoneNumber=2001004014").body.utf8))
+        let link = try #require(outbox.messages.last?.link)
+        let landing = try #require(try await get(link).header("Location"))
+        #expect(landing.hasPrefix(created.finalTargetUrl))
+        #expect(try await get(landing).status == 200)
+
+        var events: [WireEvent] = []
+        var cursor = 0
+        for _ in 0..<10 where events.last.map({ $0.type != "result" }) ?? true {
+            let answer = try JSONDecoder().decode(
+                PollAnswer.self,
+                from: Data(try await get(created.channel.poll + "?after=\(cursor)&timeout=10&token=\(created.channel.token)").body.utf8))
+            events += answer.events
+            cursor = answer.after
+        }
+        #expect(events.map(\.seq) == [1, 2, 3])
+        #expect(events.map(\.type) == ["waiting", "tapped", "result"])
+        #expect(events.last?.outcome == "verified")
+        try await http.shutdown()
+    }
+}
