@@ -1,7 +1,10 @@
 import Foundation
 import LinkRelayCore
-import NIOCore
-import NIOPosix
+#if canImport(Glibc)
+import Glibc
+#else
+import Darwin
+#endif
 import ProveAPI
 
 /// Everything `linkrelay serve` can be told, resolved and checked. See API.md "Running".
@@ -174,19 +177,25 @@ public struct RelayConfiguration: Sendable {
     }
 
     /// Asks the kernel for a free port, so that the public URL is known before the server starts.
+    /// Plain socket calls: nothing here waits on an event loop.
     private static func freePort(host: String) throws(ConfigurationError) -> Int {
-        do {
-            let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .bind(host: host, port: 0).wait()
-            defer { try? channel.close().wait() }
-            guard let port = channel.localAddress?.port else { throw ConfigurationError("--port 0: no port was given") }
-            return port
-        } catch let error as ConfigurationError {
-            throw error
-        } catch {
-            throw ConfigurationError("--host: cannot listen on \(host): \(error)")
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ConfigurationError("--port 0: cannot open a socket") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr(host == "localhost" ? "127.0.0.1" : host)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
+        guard bound == 0 else { throw ConfigurationError("--host: cannot listen on \(host) (port 0 needs an IPv4 address)") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else { throw ConfigurationError("--port 0: the kernel gave no port") }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

@@ -1,0 +1,318 @@
+import AsyncHTTPClient
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import NIOCore
+import NIOHTTP1
+import Testing
+
+@testable import LinkRelayServer
+
+private struct ChannelProblem: Decodable {
+    var title: String
+    var status: Int
+    var detail: String
+}
+
+/// What a desktop channel request carries besides its URL.
+enum AuthChannelRoute: String, CaseIterable, Sendable {
+    case events
+    case poll
+
+    /// The query a successful request needs so that it answers at once (the session is terminal,
+    /// or the poll does not wait).
+    var quickQuery: String { self == .poll ? "timeout=0" : "" }
+}
+
+extension TestRelay {
+    fileprivate func channel(
+        _ route: AuthChannelRoute, session: String, query: String = "", headers: [(String, String)] = []
+    ) async throws -> HTTPAnswer {
+        let query = [query, route.quickQuery].filter { !$0.isEmpty }.joined(separator: "&")
+        return try await request(
+            .GET, "/v1/sessions/\(session)/\(route.rawValue)" + (query.isEmpty ? "" : "?" + query), headers: headers)
+    }
+
+    /// The session's events as the integrator's backend reads them.
+    fileprivate func eventTypes(_ id: String) async throws -> [String] {
+        try await session(id).events.map(\.type)
+    }
+}
+
+private func expectChannelProblem(
+    _ answer: HTTPAnswer, status: Int, sourceLocation: SourceLocation = #_sourceLocation
+) throws {
+    #expect(answer.status == status, "answered \(answer.status): \(answer.body)", sourceLocation: sourceLocation)
+    #expect(answer.header("Content-Type") == "application/problem+json", sourceLocation: sourceLocation)
+    #expect(try answer.json(ChannelProblem.self).status == status, sourceLocation: sourceLocation)
+    #expect(!answer.body.contains("\"seq\""), "no event in a refusal", sourceLocation: sourceLocation)
+}
+
+@Suite("Channel authorization")
+struct ChannelAuthTests {
+    static let evil = "https://evil.example"
+
+    // MARK: - SSE and long-poll
+
+    @Test("A missing channel token is 401", arguments: AuthChannelRoute.allCases)
+    func missingToken(route: AuthChannelRoute) async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let answer = try await relay.channel(route, session: created.sessionId)
+            try expectChannelProblem(answer, status: 401)
+            #expect(answer.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
+        }
+    }
+
+    @Test("A wrong channel token is 401, as a query or a Bearer header", arguments: AuthChannelRoute.allCases)
+    func wrongToken(route: AuthChannelRoute) async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let wrong = "not-the-token-0123456789abcdefghij"
+            let viaQuery = try await relay.channel(route, session: created.sessionId, query: "token=\(wrong)")
+            try expectChannelProblem(viaQuery, status: 401)
+            #expect(!viaQuery.body.contains(wrong))
+            let viaHeader = try await relay.channel(
+                route, session: created.sessionId, headers: [("Authorization", "Bearer \(wrong)")])
+            try expectChannelProblem(viaHeader, status: 401)
+            #expect(!viaHeader.body.contains(wrong))
+            // The API key is not a channel token either.
+            let apiKey = try await relay.channel(
+                route, session: created.sessionId, headers: [("Authorization", "Bearer \(TestRelay.apiKey)")])
+            try expectChannelProblem(apiKey, status: 401)
+        }
+    }
+
+    @Test("Another session's token is 401", arguments: AuthChannelRoute.allCases)
+    func otherSessionsToken(route: AuthChannelRoute) async throws {
+        try await TestRelay.run { relay in
+            let mine = try await relay.createSession()
+            let theirs = try await relay.createSession()
+            let answer = try await relay.channel(route, session: mine.sessionId, query: "token=\(theirs.channel.token)")
+            try expectChannelProblem(answer, status: 401)
+        }
+    }
+
+    @Test("An unknown session is 404", arguments: AuthChannelRoute.allCases)
+    func unknownSession(route: AuthChannelRoute) async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let answer = try await relay.channel(
+                route, session: "ses_doesnotexist", query: "token=\(created.channel.token)")
+            try expectChannelProblem(answer, status: 404)
+        }
+    }
+
+    @Test("A foreign Origin is 403 without Access-Control-Allow-Origin", arguments: AuthChannelRoute.allCases)
+    func foreignOrigin(route: AuthChannelRoute) async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let answer = try await relay.channel(
+                route, session: created.sessionId, query: "token=\(created.channel.token)",
+                headers: [("Origin", Self.evil)])
+            try expectChannelProblem(answer, status: 403)
+            #expect(answer.header("Access-Control-Allow-Origin") == nil)
+        }
+    }
+
+    @Test("The allowed Origin is answered with Access-Control-Allow-Origin", arguments: AuthChannelRoute.allCases)
+    func allowedOrigin(route: AuthChannelRoute) async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            // A cancelled session makes the SSE stream end after replaying, so the whole body can be read.
+            #expect(try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/cancel").status == 200)
+            let answer = try await relay.channel(
+                route, session: created.sessionId, query: "token=\(created.channel.token)",
+                headers: [("Origin", relay.base)])
+            #expect(answer.status == 200)
+            #expect(answer.header("Access-Control-Allow-Origin") == relay.base)
+            #expect(answer.header("Access-Control-Allow-Origin") != "*")
+            #expect(answer.body.contains("cancelled"))
+        }
+    }
+
+    @Test("Without an Origin (not a browser), a valid token is enough and no CORS header is sent")
+    func noOrigin() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let answer = try await relay.channel(.poll, session: created.sessionId, query: "token=\(created.channel.token)")
+            #expect(answer.status == 200)
+            #expect(answer.header("Access-Control-Allow-Origin") == nil)
+            #expect(try answer.json(PollAnswer.self).events.map(\.type) == ["waiting"])
+        }
+    }
+
+    @Test("A preflight from the allowed origin is 204 with the allow headers", arguments: AuthChannelRoute.allCases)
+    func preflightAllowed(route: AuthChannelRoute) async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let answer = try await relay.request(
+                .OPTIONS, "/v1/sessions/\(created.sessionId)/\(route.rawValue)",
+                headers: [
+                    ("Origin", relay.base), ("Access-Control-Request-Method", "GET"),
+                    ("Access-Control-Request-Headers", "authorization"),
+                ])
+            #expect(answer.status == 204)
+            #expect(answer.header("Access-Control-Allow-Origin") == relay.base)
+            #expect(answer.header("Access-Control-Allow-Methods")?.contains("GET") == true)
+            #expect(answer.header("Access-Control-Allow-Headers")?.lowercased().contains("authorization") == true)
+            #expect(answer.body.isEmpty)
+        }
+    }
+
+    @Test("A preflight from a foreign origin is 403", arguments: AuthChannelRoute.allCases)
+    func preflightForeign(route: AuthChannelRoute) async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let answer = try await relay.request(
+                .OPTIONS, "/v1/sessions/\(created.sessionId)/\(route.rawValue)",
+                headers: [("Origin", Self.evil), ("Access-Control-Request-Method", "GET")])
+            #expect(answer.status == 403)
+            #expect(answer.header("Access-Control-Allow-Origin") == nil)
+            #expect(answer.header("Access-Control-Allow-Methods") == nil)
+        }
+    }
+
+    @Test("Bad long-poll parameters are 400", arguments: ["timeout=56", "timeout=-1", "timeout=abc", "after=-1", "after=abc"])
+    func badPollParameters(query: String) async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let answer = try await relay.request(
+                .GET, created.channel.poll + "?\(query)&token=\(created.channel.token)")
+            try expectChannelProblem(answer, status: 400)
+        }
+    }
+
+    @Test("A bad SSE cursor is 400")
+    func badEventsCursor() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let viaQuery = try await relay.request(.GET, created.channel.events + "?after=abc&token=\(created.channel.token)")
+            try expectChannelProblem(viaQuery, status: 400)
+            let viaHeader = try await relay.request(
+                .GET, created.channel.events + "?token=\(created.channel.token)", headers: [("Last-Event-ID", "-3")])
+            try expectChannelProblem(viaHeader, status: 400)
+        }
+    }
+
+    // MARK: - WebSocket
+
+    /// Opens a WebSocket with WSClient and returns what it received and whether the connection failed.
+    private func openWebSocket(_ url: String) async -> (events: [WireEvent], failed: Bool) {
+        let (stream, task) = ChannelClient.webSocket(url)
+        var events: [WireEvent] = []
+        do {
+            for try await event in stream { events.append(event) }
+            _ = try await task.value
+            return (events, false)
+        } catch {
+            return (events, true)
+        }
+    }
+
+    @Test("A WebSocket with a wrong, missing or foreign token is refused before the upgrade")
+    func webSocketBadToken() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let other = try await relay.createSession()
+            for query in ["?token=wrong-token", "", "?token=\(other.channel.token)"] {
+                let (events, failed) = await openWebSocket(created.channel.websocket + query)
+                #expect(failed, "the upgrade with \(query.isEmpty ? "no token" : query) was refused")
+                #expect(events.isEmpty)
+            }
+            #expect(try await relay.eventTypes(created.sessionId) == ["waiting"])
+        }
+    }
+
+    @Test("A WebSocket for an unknown session is refused before the upgrade")
+    func webSocketUnknownSession() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let url = created.channel.websocket.replacingOccurrences(of: created.sessionId, with: "ses_doesnotexist")
+            let (events, failed) = await openWebSocket(url + "?token=\(created.channel.token)")
+            #expect(failed)
+            #expect(events.isEmpty)
+        }
+    }
+
+    @Test("A WebSocket upgrade from a foreign Origin is refused with a 4xx, no 101 and no event")
+    func webSocketForeignOrigin() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let url = relay.base + "/v1/sessions/\(created.sessionId)/ws?token=\(created.channel.token)"
+            let port = try #require(URLComponents(string: relay.base)?.port)
+            // A raw request: HTTP client libraries do not send upgrade handshakes as they are.
+            let answer = try rawExchange(
+                port: port,
+                "GET /v1/sessions/\(created.sessionId)/ws?token=\(created.channel.token) HTTP/1.1\r\n"
+                    + "Host: 127.0.0.1:\(port)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                    + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                    + "Origin: \(Self.evil)\r\n\r\n")
+            #expect(answer.hasPrefix("HTTP/1.1 400"), "answered \(answer.prefix(40))")
+            #expect(!answer.contains("Sec-WebSocket-Accept"))
+            #expect(!answer.contains("waiting"))
+        }
+    }
+
+    @Test("A plain GET on /ws: 426 with a valid token, and the same checks as the other channels")
+    func webSocketWithoutUpgrade() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let path = "/v1/sessions/\(created.sessionId)/ws"
+            let valid = try await relay.request(.GET, path + "?token=\(created.channel.token)")
+            try expectChannelProblem(valid, status: 426)
+            #expect(valid.header("Upgrade")?.lowercased() == "websocket")
+            try expectChannelProblem(try await relay.request(.GET, path + "?token=wrong"), status: 401)
+            try expectChannelProblem(
+                try await relay.request(
+                    .GET, path + "?token=\(created.channel.token)", headers: [("Origin", Self.evil)]),
+                status: 403)
+            try expectChannelProblem(
+                try await relay.request(.GET, "/v1/sessions/ses_nope/ws?token=\(created.channel.token)"), status: 404)
+        }
+    }
+
+    @Test("After refused WebSockets, a valid one still gets every event")
+    func webSocketValidAfterRefusals() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            FileHandle.standardError.write(Data("DBG 1\n".utf8))
+            _ = await openWebSocket(created.channel.websocket + "?token=wrong")
+            FileHandle.standardError.write(Data("DBG 2\n".utf8))
+            #expect(try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/cancel").status == 200)
+            FileHandle.standardError.write(Data("DBG 3\n".utf8))
+            let (events, failed) = await openWebSocket(created.channel.websocket + "?token=\(created.channel.token)")
+            FileHandle.standardError.write(Data("DBG 4 \(events) \(failed)\n".utf8))
+            #expect(!failed)
+            #expect(events.map(\.type) == ["waiting", "cancelled"])
+        }
+    }
+}
+
+/// Sends `request` on a new loopback connection and returns what the server wrote until it closed.
+func rawExchange(port: Int, _ request: String) throws -> String {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    try #require(connected == 0)
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    _ = request.utf8CString.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count - 1, 0) }
+    var received = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = recv(fd, &buffer, buffer.count, 0)
+        if count <= 0 { break }
+        received += buffer[0..<count]
+    }
+    return String(decoding: received, as: UTF8.self)
+}

@@ -1,0 +1,230 @@
+import Foundation
+import ProveAPI
+import Testing
+
+@testable import LinkRelayServer
+
+/// One setting that must stop start-up, and the flag its message must name.
+struct ConfigurationFailure: Sendable, CustomTestStringConvertible {
+    var flags: [String: [String]] = [:]
+    var environment: [String: String] = [:]
+    var names: String
+    var testDescription: String { "\(names): \(flags) \(environment)" }
+}
+
+private func resolve(
+    _ flags: [String: [String]] = [:], _ environment: [String: String] = [:]
+) throws(ConfigurationError) -> RelayConfiguration {
+    try RelayConfiguration.resolve(flags: flags, environment: environment)
+}
+
+@Suite("Configuration")
+struct ConfigurationTests {
+    static let key1 = "key-one-0123456789abcdef"
+    static let key2 = "key-two-0123456789abcdef"
+    static let key3 = "key-three-0123456789abcdef"
+
+    @Test("Defaults")
+    func defaults() throws {
+        let config = try resolve()
+        #expect(config.host == "127.0.0.1")
+        #expect(config.port == 8080)
+        #expect(config.store == .sqlite(path: "linkrelay.sqlite"))
+        #expect(config.holdSeconds == 180)
+        #expect(config.apiKeyGenerated)
+        #expect(config.apiKeys.count == 1)
+        #expect((config.apiKeys.first?.count ?? 0) >= 16)
+        #expect(try resolve().apiKeys != config.apiKeys, "a fresh random key each start")
+        guard case .sandbox = config.prove else {
+            Issue.record("prove is \(config.prove), not sandbox")
+            return
+        }
+        #expect(config.publicURL == "http://127.0.0.1:8080")
+        #expect(config.allowedOrigins == ["http://127.0.0.1:8080"])
+        #expect(!config.confirmOnPhone)
+        #expect(config.limitsEnabled)
+        #expect(config.trustedProxies.isEmpty)
+    }
+
+    @Test("The default public URL follows host and port")
+    func publicURLFollowsHostAndPort() throws {
+        let config = try resolve(["host": ["10.1.2.3"], "port": ["9000"]])
+        #expect(config.publicURL == "http://10.1.2.3:9000")
+        #expect(config.allowedOrigins == ["http://10.1.2.3:9000"])
+    }
+
+    @Test("The allowed origin defaults to the public URL's origin, without its path")
+    func originOfPublicURL() throws {
+        let config = try resolve(["public-url": ["https://relay.example/prefix/"]])
+        #expect(config.publicURL == "https://relay.example/prefix")
+        #expect(config.allowedOrigins == ["https://relay.example"])
+    }
+
+    @Test("Environment variables are used when flags are absent")
+    func environment() throws {
+        let config = try resolve(
+            [:],
+            [
+                "LINKRELAY_HOST": "0.0.0.0", "LINKRELAY_PORT": "9090", "LINKRELAY_PUBLIC_URL": "https://relay.example",
+                "LINKRELAY_STORE": "memory", "LINKRELAY_HOLD": "60", "LINKRELAY_API_KEY": Self.key1,
+                "LINKRELAY_ALLOWED_ORIGINS": "https://app.example", "LINKRELAY_PROVE": "sandbox",
+                "LINKRELAY_CONFIRM_ON_PHONE": "on", "LINKRELAY_LIMITS": "off",
+                "LINKRELAY_TRUSTED_PROXIES": "10.0.0.1",
+            ])
+        #expect(config.host == "0.0.0.0")
+        #expect(config.port == 9090)
+        #expect(config.publicURL == "https://relay.example")
+        #expect(config.store == .memory)
+        #expect(config.holdSeconds == 60)
+        #expect(config.apiKeys == [Self.key1])
+        #expect(!config.apiKeyGenerated)
+        #expect(config.allowedOrigins == ["https://app.example"])
+        #expect(config.confirmOnPhone)
+        #expect(!config.limitsEnabled)
+        #expect(config.trustedProxies == ["10.0.0.1"])
+    }
+
+    @Test("Flags win over the environment")
+    func flagsWin() throws {
+        let config = try resolve(
+            [
+                "port": ["7070"], "store": ["sqlite:/tmp/x.sqlite"], "hold": ["30"], "api-key": [Self.key2],
+                "allowed-origin": ["https://flag.example"], "limits": ["on"], "public-url": ["http://flag.example:1"],
+            ],
+            [
+                "LINKRELAY_PORT": "9090", "LINKRELAY_STORE": "memory", "LINKRELAY_HOLD": "60",
+                "LINKRELAY_API_KEY": Self.key1, "LINKRELAY_ALLOWED_ORIGINS": "https://env.example",
+                "LINKRELAY_LIMITS": "off", "LINKRELAY_PUBLIC_URL": "https://env.example",
+            ])
+        #expect(config.port == 7070)
+        #expect(config.store == .sqlite(path: "/tmp/x.sqlite"))
+        #expect(config.holdSeconds == 30)
+        #expect(config.apiKeys == [Self.key2])
+        #expect(config.allowedOrigins == ["https://flag.example"])
+        #expect(config.limitsEnabled)
+        #expect(config.publicURL == "http://flag.example:1")
+    }
+
+    @Test("A flag given twice: the last value wins")
+    func repeatedFlag() throws {
+        #expect(try resolve(["port": ["7070", "7071"]]).port == 7071)
+    }
+
+    @Test("API keys, origins and trusted proxies are comma-separated lists, in flags and env")
+    func lists() throws {
+        let fromFlags = try resolve([
+            "api-key": ["\(Self.key1), \(Self.key2)", Self.key3],
+            "allowed-origin": ["https://a.example,https://b.example", "https://c.example"],
+            "trusted-proxy": ["10.0.0.1, 10.0.0.2,"],
+        ])
+        #expect(fromFlags.apiKeys == [Self.key1, Self.key2, Self.key3])
+        #expect(fromFlags.allowedOrigins == ["https://a.example", "https://b.example", "https://c.example"])
+        #expect(fromFlags.trustedProxies == ["10.0.0.1", "10.0.0.2"])
+
+        let fromEnvironment = try resolve(
+            [:],
+            [
+                "LINKRELAY_API_KEY": "\(Self.key1),\(Self.key2)",
+                "LINKRELAY_ALLOWED_ORIGINS": "https://a.example, https://b.example",
+                "LINKRELAY_TRUSTED_PROXIES": "10.0.0.1,10.0.0.2",
+            ])
+        #expect(fromEnvironment.apiKeys == [Self.key1, Self.key2])
+        #expect(fromEnvironment.allowedOrigins == ["https://a.example", "https://b.example"])
+        #expect(fromEnvironment.trustedProxies == ["10.0.0.1", "10.0.0.2"])
+    }
+
+    @Test("--prove uat with credentials resolves to Prove's UAT base URL")
+    func proveUAT() throws {
+        let config = try resolve(
+            ["prove": ["uat"]], ["PROVE_CLIENT_ID": "client-id", "PROVE_CLIENT_SECRET": "client-secret"])
+        guard case .remote(let baseURL, let credentials) = config.prove else {
+            Issue.record("prove is \(config.prove), not remote")
+            return
+        }
+        #expect(baseURL == "https://platform.uat.proveapis.com")
+        #expect(credentials.clientID == "client-id")
+        #expect(credentials.clientSecret == "client-secret")
+    }
+
+    @Test("--prove with a base URL, from the environment")
+    func proveURL() throws {
+        let config = try resolve(
+            [:],
+            [
+                "LINKRELAY_PROVE": "http://127.0.0.1:9999/sandbox/prove/", "PROVE_CLIENT_ID": "sandbox-client",
+                "PROVE_CLIENT_SECRET": "sandbox-secret",
+            ])
+        guard case .remote(let baseURL, _) = config.prove else {
+            Issue.record("prove is \(config.prove), not remote")
+            return
+        }
+        #expect(baseURL == "http://127.0.0.1:9999/sandbox/prove")
+    }
+
+    static let failures: [ConfigurationFailure] = [
+        .init(flags: ["port": ["70000"]], names: "--port"),
+        .init(flags: ["port": ["abc"]], names: "--port"),
+        .init(flags: ["port": ["-1"]], names: "--port"),
+        .init(environment: ["LINKRELAY_PORT": "abc"], names: "--port"),
+        .init(flags: ["hold": ["0"]], names: "--hold"),
+        .init(flags: ["hold": ["601"]], names: "--hold"),
+        .init(flags: ["hold": ["1.5"]], names: "--hold"),
+        .init(flags: ["store": ["mysql://x"]], names: "--store"),
+        .init(flags: ["store": ["postgres://x"]], names: "--store"),
+        .init(flags: ["store": ["sqlite:"]], names: "--store"),
+        .init(flags: ["prove": ["nonsense"]], names: "--prove"),
+        .init(flags: ["prove": ["uat"]], names: "--prove"),
+        .init(flags: ["prove": ["uat"]], environment: ["PROVE_CLIENT_ID": "id"], names: "--prove"),
+        .init(flags: ["prove": ["prod"]], environment: ["PROVE_CLIENT_SECRET": "secret"], names: "--prove"),
+        .init(flags: ["api-key": ["short-key"]], names: "--api-key"),
+        .init(flags: ["api-key": [key1 + ",tooshort"]], names: "--api-key"),
+        .init(flags: ["limits": ["maybe"]], names: "--limits"),
+        .init(flags: ["public-url": ["ftp://x"]], names: "--public-url"),
+        .init(flags: ["public-url": ["relay.example"]], names: "--public-url"),
+        .init(flags: ["public-url": ["https://" + String(repeating: "a", count: 80) + ".example"]], names: "--public-url"),
+        .init(flags: ["public-url": ["https://relay.example/a%20b"]], names: "--public-url"),
+    ]
+
+    @Test("A bad setting is one line that names its flag", arguments: failures)
+    func failure(_ failure: ConfigurationFailure) {
+        do {
+            let config = try RelayConfiguration.resolve(flags: failure.flags, environment: failure.environment)
+            Issue.record("resolved to \(config.publicURL) instead of failing")
+        } catch {
+            #expect(error.description.contains(failure.names), "\(error.description)")
+            #expect(!error.description.contains("\n"))
+            #expect(!error.description.isEmpty)
+        }
+    }
+
+    @Test("PostgreSQL is refused as not yet available, not as a malformed store")
+    func postgresNotYet() {
+        #expect(throws: ConfigurationError.self) { try resolve(["store": ["postgres://db/linkrelay"]]) }
+        do {
+            _ = try resolve(["store": ["postgres://db/linkrelay"]])
+        } catch {
+            #expect(error.description.lowercased().contains("not available"), "\(error)")
+        }
+    }
+
+    @Test("Prove's client secret never appears in a configuration error")
+    func secretNotEchoed() {
+        do {
+            _ = try resolve(["prove": ["nonsense"]], ["PROVE_CLIENT_ID": "id", "PROVE_CLIENT_SECRET": "s3cr3t-value"])
+            Issue.record("resolved")
+        } catch {
+            #expect(!error.description.contains("s3cr3t-value"))
+        }
+    }
+
+    @Test("The longest public URL whose links still fit in 128 characters is accepted")
+    func publicURLAtLimit() throws {
+        // "/l/" and a 32-character key follow the public URL.
+        let room = 128 - 3 - SessionService.linkKeyLength
+        let host = String(repeating: "a", count: room - "https://".count - ".example".count) + ".example"
+        let url = "https://" + host
+        #expect(url.count == room)
+        #expect(try resolve(["public-url": [url]]).publicURL == url)
+        #expect(throws: ConfigurationError.self) { try resolve(["public-url": [url + "x"]]) }
+    }
+}
