@@ -1,11 +1,12 @@
 import Foundation
 import LinkRelayCore
-#if canImport(Glibc)
-import Glibc
-#else
-import Darwin
-#endif
 import ProveAPI
+
+#if canImport(Glibc)
+    import Glibc
+#else
+    import Darwin
+#endif
 
 /// Everything `linkrelay serve` can be told, resolved and checked. See API.md "Running".
 public struct RelayConfiguration: Sendable {
@@ -187,9 +188,13 @@ public struct RelayConfiguration: Sendable {
         address.sin_port = 0
         address.sin_addr.s_addr = inet_addr(host == "localhost" ? "127.0.0.1" : host)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
-        guard bound == 0 else { throw ConfigurationError("--host: cannot listen on \(host) (port 0 needs an IPv4 address)") }
+        guard bound == 0 else {
+            throw ConfigurationError("--host: cannot listen on \(host) (port 0 needs an IPv4 address)")
+        }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let named = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }

@@ -27,13 +27,15 @@ struct LandingParametersTests {
         Case(name: "asc=true", query: "asc=true&authId=\(uuid)", expected: valid(true)),
         Case(name: "asc=false", query: "asc=false&authId=\(uuid)", expected: valid(false)),
         Case(name: "upper-case UUID is lowercased", query: "asc=true&authId=\(upperUUID)", expected: valid(true)),
-        Case(name: "mixed-case UUID is lowercased", query: "asc=true&authId=3F2504e0-4f89-41D3-9a0c-0305E82c3301",
+        Case(
+            name: "mixed-case UUID is lowercased", query: "asc=true&authId=3F2504e0-4f89-41D3-9a0c-0305E82c3301",
             expected: valid(true)),
         Case(name: "authId first", query: "authId=\(uuid)&asc=true", expected: valid(true)),
         Case(name: "authId first, asc=false", query: "authId=\(uuid)&asc=false", expected: valid(false)),
         Case(name: "extra next=", query: "asc=true&authId=\(uuid)&next=https://evil.example", expected: valid(true)),
         Case(name: "extra url=//", query: "url=//evil.example&asc=true&authId=\(uuid)", expected: valid(true)),
-        Case(name: "extra in the middle", query: "asc=false&redirect=https%3A%2F%2Fevil.example&authId=\(uuid)",
+        Case(
+            name: "extra in the middle", query: "asc=false&redirect=https%3A%2F%2Fevil.example&authId=\(uuid)",
             expected: valid(false)),
         Case(name: "8 KB extra parameter", query: "asc=true&authId=\(uuid)&x=\(big)", expected: valid(true)),
         Case(name: "8 KB extra parameter name", query: "\(big)=1&asc=true&authId=\(uuid)", expected: valid(true)),
@@ -60,7 +62,8 @@ struct LandingParametersTests {
         Case(name: "asc=true=true", query: "asc=true=true&authId=\(uuid)", expected: bad(.invalidAsc)),
         Case(name: "asc without =", query: "asc&authId=\(uuid)", expected: bad(.invalidAsc)),
         Case(name: "8 KB asc value", query: "asc=\(big)&authId=\(uuid)", expected: bad(.invalidAsc)),
-        Case(name: "8 KB asc value starting with true", query: "asc=true\(big)&authId=\(uuid)",
+        Case(
+            name: "8 KB asc value starting with true", query: "asc=true\(big)&authId=\(uuid)",
             expected: bad(.invalidAsc)),
     ]
 
@@ -70,31 +73,42 @@ struct LandingParametersTests {
         Case(name: "urn:uuid: prefix", query: "asc=true&authId=urn:uuid:\(uuid)", expected: bad(.invalidAuthId)),
         Case(name: "35 characters", query: "asc=true&authId=\(uuid.dropLast())", expected: bad(.invalidAuthId)),
         Case(name: "37 characters", query: "asc=true&authId=\(uuid)0", expected: bad(.invalidAuthId)),
-        Case(name: "non-hex g", query: "asc=true&authId=3f2504e0-4f89-41d3-9a0c-0305e82c330g",
+        Case(
+            name: "non-hex g", query: "asc=true&authId=3f2504e0-4f89-41d3-9a0c-0305e82c330g",
             expected: bad(.invalidAuthId)),
-        Case(name: "non-hex G first", query: "asc=true&authId=Gf2504e0-4f89-41d3-9a0c-0305e82c3301",
+        Case(
+            name: "non-hex G first", query: "asc=true&authId=Gf2504e0-4f89-41d3-9a0c-0305e82c3301",
             expected: bad(.invalidAuthId)),
-        Case(name: "missing dashes (32 hex)", query: "asc=true&authId=3f2504e04f8941d39a0c0305e82c3301",
+        Case(
+            name: "missing dashes (32 hex)", query: "asc=true&authId=3f2504e04f8941d39a0c0305e82c3301",
             expected: bad(.invalidAuthId)),
-        Case(name: "dashes removed, padded to 36", query: "asc=true&authId=3f2504e04f8941d39a0c0305e82c33010000",
+        Case(
+            name: "dashes removed, padded to 36", query: "asc=true&authId=3f2504e04f8941d39a0c0305e82c33010000",
             expected: bad(.invalidAuthId)),
-        Case(name: "dashes misplaced", query: "asc=true&authId=3f2504e-04f89-41d3-9a0c-0305e82c3301",
+        Case(
+            name: "dashes misplaced", query: "asc=true&authId=3f2504e-04f89-41d3-9a0c-0305e82c3301",
             expected: bad(.invalidAuthId)),
-        Case(name: "dashes misplaced 8-4-4-5-11", query: "asc=true&authId=3f2504e0-4f89-41d3-9a0c0-305e82c3301",
+        Case(
+            name: "dashes misplaced 8-4-4-5-11", query: "asc=true&authId=3f2504e0-4f89-41d3-9a0c0-305e82c3301",
             expected: bad(.invalidAuthId)),
-        Case(name: "underscore for dash", query: "asc=true&authId=3f2504e0_4f89-41d3-9a0c-0305e82c3301",
+        Case(
+            name: "underscore for dash", query: "asc=true&authId=3f2504e0_4f89-41d3-9a0c-0305e82c3301",
             expected: bad(.invalidAuthId)),
-        Case(name: "percent-encoded dash %2D", query: "asc=true&authId=3f2504e0%2D4f89-41d3-9a0c-0305e82c3301",
+        Case(
+            name: "percent-encoded dash %2D", query: "asc=true&authId=3f2504e0%2D4f89-41d3-9a0c-0305e82c3301",
             expected: bad(.invalidAuthId)),
-        Case(name: "percent-encoded dash, 36 chars", query: "asc=true&authId=3f2504e0%2D4f89-41d3-9a0c-0305e82c",
+        Case(
+            name: "percent-encoded dash, 36 chars", query: "asc=true&authId=3f2504e0%2D4f89-41d3-9a0c-0305e82c",
             expected: bad(.invalidAuthId)),
         Case(name: "empty authId", query: "asc=true&authId=", expected: bad(.invalidAuthId)),
         Case(name: "authId without =", query: "asc=true&authId", expected: bad(.invalidAuthId)),
         Case(name: "trailing space", query: "asc=true&authId=\(uuid)%20", expected: bad(.invalidAuthId)),
-        Case(name: "full-width digit", query: "asc=true&authId=\u{FF13}f2504e0-4f89-41d3-9a0c-0305e82c3301",
+        Case(
+            name: "full-width digit", query: "asc=true&authId=\u{FF13}f2504e0-4f89-41d3-9a0c-0305e82c3301",
             expected: bad(.invalidAuthId)),
         Case(name: "8 KB authId value", query: "asc=true&authId=\(big)", expected: bad(.invalidAuthId)),
-        Case(name: "8 KB authId starting with a UUID", query: "asc=true&authId=\(uuid)\(big)",
+        Case(
+            name: "8 KB authId starting with a UUID", query: "asc=true&authId=\(uuid)\(big)",
             expected: bad(.invalidAuthId)),
     ]
 
@@ -102,11 +116,14 @@ struct LandingParametersTests {
         Case(name: "asc twice, equal", query: "asc=true&asc=true&authId=\(uuid)", expected: bad(.duplicateAsc)),
         Case(name: "asc twice, different", query: "asc=true&authId=\(uuid)&asc=false", expected: bad(.duplicateAsc)),
         Case(name: "asc twice, one empty", query: "asc=&asc=true&authId=\(uuid)", expected: bad(.duplicateAsc)),
-        Case(name: "authId twice, equal", query: "asc=true&authId=\(uuid)&authId=\(uuid)",
+        Case(
+            name: "authId twice, equal", query: "asc=true&authId=\(uuid)&authId=\(uuid)",
             expected: bad(.duplicateAuthId)),
-        Case(name: "authId twice, different case", query: "authId=\(uuid)&asc=true&authId=\(upperUUID)",
+        Case(
+            name: "authId twice, different case", query: "authId=\(uuid)&asc=true&authId=\(upperUUID)",
             expected: bad(.duplicateAuthId)),
-        Case(name: "authId twice, different", query: "asc=false&authId=\(uuid)&authId=\(Secrets.uuid())",
+        Case(
+            name: "authId twice, different", query: "asc=false&authId=\(uuid)&authId=\(Secrets.uuid())",
             expected: bad(.duplicateAuthId)),
         Case(name: "missing asc", query: "authId=\(uuid)", expected: bad(.missingAsc)),
         Case(name: "missing authId", query: "asc=true", expected: bad(.missingAuthId)),

@@ -52,8 +52,9 @@ struct SecretsTests {
             let characters = Array(uuid)
             #expect(characters[14] == "4", "version nibble of \(uuid)")
             #expect("89ab".contains(characters[19]), "variant of \(uuid)")
-            #expect(LandingParameters.parse(query: "asc=true&authId=\(uuid)")
-                == .success(LandingParameters(asc: true, authId: uuid)))
+            #expect(
+                LandingParameters.parse(query: "asc=true&authId=\(uuid)")
+                    == .success(LandingParameters(asc: true, authId: uuid)))
         }
     }
 

@@ -163,9 +163,10 @@ struct SessionTests {
     @Test func everyStateIsCoveredAndTheLastFiveAreTerminal() {
         #expect(SessionState.allCases.count == 7)
         #expect(SessionState.allCases.filter(\.isTerminal).count == 5)
-        #expect(SessionState.allCases.map(\.rawValue) == [
-            "waiting", "tapped", "verified", "failed", "possession_required", "expired", "cancelled",
-        ])
+        #expect(
+            SessionState.allCases.map(\.rawValue) == [
+                "waiting", "tapped", "verified", "failed", "possession_required", "expired", "cancelled",
+            ])
     }
 
     @Test(arguments: [
@@ -255,12 +256,13 @@ struct SessionTests {
     @Test(arguments: allEvents)
     func eventEncodesExactlyTheDocumentedFields(_ event: SessionEvent) throws {
         let object = try Self.jsonObject(event)
-        let extra: Set<String> = switch event.kind {
-        case .waiting: ["expiresAt"]
-        case .tapped: ["asc"]
-        case .result: ["outcome"]
-        case .expired, .cancelled: []
-        }
+        let extra: Set<String> =
+            switch event.kind {
+            case .waiting: ["expiresAt"]
+            case .tapped: ["asc"]
+            case .result: ["outcome"]
+            case .expired, .cancelled: []
+            }
         #expect(Set(object.keys) == Set(["seq", "type", "at"]).union(extra))
         #expect(object["seq"] as? Int == event.seq)
         #expect(object["type"] as? String == event.kind.type)

@@ -1,13 +1,14 @@
 import AsyncHTTPClient
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import NIOCore
 import NIOHTTP1
 import Testing
 
 @testable import LinkRelayServer
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 private struct ChannelProblem: Decodable {
     var title: String
@@ -136,7 +137,8 @@ struct ChannelAuthTests {
     func noOrigin() async throws {
         try await TestRelay.run { relay in
             let created = try await relay.createSession()
-            let answer = try await relay.channel(.poll, session: created.sessionId, query: "token=\(created.channel.token)")
+            let answer = try await relay.channel(
+                .poll, session: created.sessionId, query: "token=\(created.channel.token)")
             #expect(answer.status == 200)
             #expect(answer.header("Access-Control-Allow-Origin") == nil)
             #expect(try answer.json(PollAnswer.self).events.map(\.type) == ["waiting"])
@@ -174,7 +176,9 @@ struct ChannelAuthTests {
         }
     }
 
-    @Test("Bad long-poll parameters are 400", arguments: ["timeout=56", "timeout=-1", "timeout=abc", "after=-1", "after=abc"])
+    @Test(
+        "Bad long-poll parameters are 400",
+        arguments: ["timeout=56", "timeout=-1", "timeout=abc", "after=-1", "after=abc"])
     func badPollParameters(query: String) async throws {
         try await TestRelay.run { relay in
             let created = try await relay.createSession()
@@ -188,7 +192,8 @@ struct ChannelAuthTests {
     func badEventsCursor() async throws {
         try await TestRelay.run { relay in
             let created = try await relay.createSession()
-            let viaQuery = try await relay.request(.GET, created.channel.events + "?after=abc&token=\(created.channel.token)")
+            let viaQuery = try await relay.request(
+                .GET, created.channel.events + "?after=abc&token=\(created.channel.token)")
             try expectChannelProblem(viaQuery, status: 400)
             let viaHeader = try await relay.request(
                 .GET, created.channel.events + "?token=\(created.channel.token)", headers: [("Last-Event-ID", "-3")])

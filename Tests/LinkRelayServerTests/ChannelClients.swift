@@ -2,8 +2,8 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
-import Testing
 import NIOWebSocket
+import Testing
 import WSClient
 
 /// Channel clients as a desktop browser would use them, each delivering events into a stream

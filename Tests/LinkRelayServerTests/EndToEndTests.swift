@@ -13,7 +13,8 @@ struct EndToEndTests {
     func webSocketVerified() async throws {
         try await TestRelay.run { relay in
             let created = try await relay.createSession()
-            let (events, closing) = ChannelClient.webSocket(created.channel.websocket + "?token=\(created.channel.token)")
+            let (events, closing) = ChannelClient.webSocket(
+                created.channel.websocket + "?token=\(created.channel.token)")
             var iterator = events.makeAsyncIterator()
             let first = try await iterator.next()
             #expect(first?.type == "waiting")
@@ -43,7 +44,8 @@ struct EndToEndTests {
         try await TestRelay.run { relay in
             let created = try await relay.createSession()
             let stream = ChannelClient.serverSentEvents(
-                relay.http, url: created.channel.events, headers: [("Authorization", "Bearer \(created.channel.token)")])
+                relay.http, url: created.channel.events, headers: [("Authorization", "Bearer \(created.channel.token)")]
+            )
             var iterator = stream.makeAsyncIterator()
             let first = try #require(try await iterator.next())
             #expect(first.event == "waiting" && first.id == "1")

@@ -113,7 +113,8 @@ struct OpsTests {
             #expect(metrics.value(#"linkrelay_landings_total{result="accepted"}"#) == 1)
             #expect(metrics.value(verified) == 1)
             #expect(metrics.value(#"linkrelay_outcomes_total{outcome="failed"}"#) == 0)
-            #expect(!metrics.samples("linkrelay_prove_calls_total", labels: ["endpoint": "unify", "status": "200"]).isEmpty)
+            #expect(
+                !metrics.samples("linkrelay_prove_calls_total", labels: ["endpoint": "unify", "status": "200"]).isEmpty)
             #expect(
                 !metrics.samples("linkrelay_prove_calls_total", labels: ["endpoint": "unify-status", "status": "200"])
                     .isEmpty)
@@ -205,7 +206,8 @@ struct OpsTests {
     }
 
     static let htmlPages = [
-        "/", "/sandbox/phone?phoneNumber=2001004014", "/l/\(String(repeating: "A", count: 32))?asc=true&authId=3f2504e0-4f89-41d3-9a0c-0305e82c3301",
+        "/", "/sandbox/phone?phoneNumber=2001004014",
+        "/l/\(String(repeating: "A", count: 32))?asc=true&authId=3f2504e0-4f89-41d3-9a0c-0305e82c3301",
         "/l/short?asc=true&authId=3f2504e0-4f89-41d3-9a0c-0305e82c3301", "/l/whatever?asc=maybe",
     ]
 

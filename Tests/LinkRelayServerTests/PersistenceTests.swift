@@ -70,7 +70,8 @@ struct PersistenceTests {
 
     @Test("kill -9 between create and tap loses nothing; after restart the tap verifies and the channel replays from 1")
     func killBetweenCreateAndTap() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("linkrelay-" + Secrets.token(length: 8))
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "linkrelay-" + Secrets.token(length: 8))
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         // Prove (the simulator) runs apart, as in production, so it outlives the relay.
@@ -82,11 +83,13 @@ struct PersistenceTests {
         let relayPort = try Self.freePort()
         let base = "http://127.0.0.1:\(relayPort)"
         let arguments = [
-            "serve", "--port", String(relayPort), "--store", "sqlite:" + directory.appendingPathComponent("relay.sqlite").path,
+            "serve", "--port", String(relayPort), "--store",
+            "sqlite:" + directory.appendingPathComponent("relay.sqlite").path,
             "--api-key", TestRelay.apiKey, "--prove", "http://127.0.0.1:\(sandboxPort)/sandbox/prove",
         ]
         let credentials = ["PROVE_CLIENT_ID": "sandbox-client", "PROVE_CLIENT_SECRET": "sandbox-secret"]
-        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        let http = HTTPClient(
+            eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
         func get(_ url: String, headers: [(String, String)] = []) async throws -> HTTPAnswer {
             var request = HTTPClientRequest(url: url)
             for (name, value) in headers { request.headers.add(name: name, value: value) }
@@ -119,7 +122,8 @@ struct PersistenceTests {
         }
         let outbox = try JSONDecoder().decode(
             Outbox.self,
-            from: Data(try await get("http://127.0.0.1:\(sandboxPort)/sandbox/outbox?phoneNumber=2001004014").body.utf8))
+            from: Data(try await get("http://127.0.0.1:\(sandboxPort)/sandbox/outbox?phoneNumber=2001004014").body.utf8)
+        )
         let link = try #require(outbox.messages.last?.link)
         let landing = try #require(try await get(link).header("Location"))
         #expect(landing.hasPrefix(created.finalTargetUrl))
@@ -130,7 +134,9 @@ struct PersistenceTests {
         for _ in 0..<10 where events.last.map({ $0.type != "result" }) ?? true {
             let answer = try JSONDecoder().decode(
                 PollAnswer.self,
-                from: Data(try await get(created.channel.poll + "?after=\(cursor)&timeout=10&token=\(created.channel.token)").body.utf8))
+                from: Data(
+                    try await get(created.channel.poll + "?after=\(cursor)&timeout=10&token=\(created.channel.token)")
+                        .body.utf8))
             events += answer.events
             cursor = answer.after
         }

@@ -44,7 +44,9 @@ extension TestRelay {
     }
 
     /// Checks that a rejected request left no trace: no session counted, no SMS sent.
-    fileprivate func expectNothingCreated(phone: String = "2001004014", sourceLocation: SourceLocation = #_sourceLocation)
+    fileprivate func expectNothingCreated(
+        phone: String = "2001004014", sourceLocation: SourceLocation = #_sourceLocation
+    )
         async throws
     {
         #expect(try await sessionsCreatedCount() == 0, sourceLocation: sourceLocation)
@@ -108,7 +110,8 @@ struct SessionsAPITests {
                 headers: [("Authorization", "Bearer \(created.channel.token)")])
             _ = try expectProblem(cancel, status: 401)
             #expect(!cancel.body.contains(created.channel.token))
-            #expect(try await relay.session(created.sessionId).state == "waiting", "cancel without a key changed nothing")
+            #expect(
+                try await relay.session(created.sessionId).state == "waiting", "cancel without a key changed nothing")
         }
     }
 
@@ -300,7 +303,9 @@ struct SessionsAPITests {
             #expect(answer.status == 201)
             #expect(answer.header("Content-Type")?.hasPrefix("application/json") == true)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any])
-            for field in ["sessionId", "state", "createdAt", "expiresAt", "finalTargetUrl", "authToken", "correlationId"] {
+            for field in [
+                "sessionId", "state", "createdAt", "expiresAt", "finalTargetUrl", "authToken", "correlationId",
+            ] {
                 #expect((object[field] as? String)?.isEmpty == false, "\(field) is a non-empty string")
             }
             let channel = try #require(object["channel"] as? [String: Any])

@@ -169,7 +169,8 @@ struct TestRelay {
     func createSession(phone: String = "2001004014", extra: String = "", headers: [(String, String)] = [])
         async throws -> Created
     {
-        let answer = try await api(.POST, "/v1/sessions", body: "{\"phoneNumber\":\"\(phone)\"\(extra)}", headers: headers)
+        let answer = try await api(
+            .POST, "/v1/sessions", body: "{\"phoneNumber\":\"\(phone)\"\(extra)}", headers: headers)
         #expect(answer.status == 201, "create answered \(answer.status): \(answer.body)")
         return try answer.json(Created.self)
     }
@@ -200,8 +201,10 @@ struct TestRelay {
     }
 
     func poll(_ created: Created, after: Int = 0, timeout: Int = 5) async throws -> PollAnswer {
-        try await request(.GET, created.channel.poll + "?after=\(after)&timeout=\(timeout)&token=\(created.channel.token)")
-            .json(PollAnswer.self)
+        try await request(
+            .GET, created.channel.poll + "?after=\(after)&timeout=\(timeout)&token=\(created.channel.token)"
+        )
+        .json(PollAnswer.self)
     }
 
     /// Long-polls until a terminal event, collecting every event in order.
