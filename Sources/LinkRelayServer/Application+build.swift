@@ -38,7 +38,8 @@ public func buildLinkRelay(
     }
 
     let metrics = RelayMetrics()
-    let httpClient = HTTPClient(eventLoopGroupProvider: .singleton)
+    // The process-wide client: it lives as long as the process, so no path can leave it unshut.
+    let httpClient = HTTPClient.shared
     let sandbox: ProveSandbox?
     let prove: HTTPProveClient
     switch configuration.prove {
@@ -94,7 +95,7 @@ public func buildLinkRelay(
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "LinkRelay"),
         services: [
-            Teardown(store: store, httpClient: httpClient, draining: draining, logger: logger),
+            Teardown(store: store, draining: draining, logger: logger),
             Verifier(service: service),
             ExpirySweeper(service: service),
             ChannelHeartbeat(hub: hub, clock: clock),
@@ -114,11 +115,10 @@ public func buildLinkRelay(
         service: service, hub: hub, running: running)
 }
 
-/// Runs until shutdown, then marks the relay as draining and releases the store and the HTTP client.
+/// Runs until shutdown, then marks the relay as draining and closes the store.
 /// Listed first among the services, so it stops last.
 struct Teardown: Service {
     let store: any SessionStore
-    let httpClient: HTTPClient
     let draining: Draining
     let logger: Logger
 
@@ -130,7 +130,6 @@ struct Teardown: Service {
         } catch {
             logger.error("Closing the store failed", metadata: ["error": "\(error)"])
         }
-        try await httpClient.shutdown()
     }
 }
 

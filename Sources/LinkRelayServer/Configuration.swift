@@ -177,30 +177,36 @@ public struct RelayConfiguration: Sendable {
         return components.port.map { "\(scheme)://\(hostPart):\($0)" } ?? "\(scheme)://\(hostPart)"
     }
 
-    /// Asks the kernel for a free port, so that the public URL is known before the server starts.
+    /// Finds a free port before the server starts, so that the public URL is known up front.
+    ///
+    /// Ports come from 20000-31999, below Linux's ephemeral range (32768 and up): a port the kernel
+    /// hands to outgoing connections (the relay's own calls to Prove, say) can never collide with it.
     /// Plain socket calls: nothing here waits on an event loop.
     private static func freePort(host: String) throws(ConfigurationError) -> Int {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<64 {
+            let port = Int.random(in: 20000..<32000, using: &generator)
+            if try canBind(host: host, port: port) { return port }
+        }
+        throw ConfigurationError("--port 0: no free port found between 20000 and 31999")
+    }
+
+    private static func canBind(host: String, port: Int) throws(ConfigurationError) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ConfigurationError("--port 0: cannot open a socket") }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = inet_addr(host == "localhost" ? "127.0.0.1" : host)
-        let bound = withUnsafePointer(to: &address) {
+        guard address.sin_addr.s_addr != INADDR_NONE else {
+            throw ConfigurationError("--host: port 0 needs an IPv4 address, not \(host)")
+        }
+        return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
             }
         }
-        guard bound == 0 else {
-            throw ConfigurationError("--host: cannot listen on \(host) (port 0 needs an IPv4 address)")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let named = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        guard named == 0 else { throw ConfigurationError("--port 0: the kernel gave no port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

@@ -9,28 +9,30 @@ import WSClient
 /// Channel clients as a desktop browser would use them, each delivering events into a stream
 /// that a test awaits (so a test knows the channel is open once the first event arrived).
 enum ChannelClient {
-    /// Opens a WebSocket and yields every event; the stream ends when the server closes.
-    /// Returns the close code through `closeCode`.
-    static func webSocket(_ url: String) -> (AsyncThrowingStream<WireEvent, any Error>, Task<Int?, any Error>) {
-        let (stream, continuation) = AsyncThrowingStream<WireEvent, any Error>.makeStream()
-        let task = Task<Int?, any Error> {
-            do {
-                let close = try await WebSocketClient.connect(url: url, logger: Logger(label: "test.ws")) {
-                    inbound, _, _ in
-                    for try await message in inbound.messages(maxSize: 1 << 14) {
-                        if case .text(let text) = message {
-                            continuation.yield(try JSONDecoder().decode(WireEvent.self, from: Data(text.utf8)))
+    /// Opens a WebSocket and yields every event until a terminal one; then the stream ends and the
+    /// client is released. (The close code is checked with a raw socket: see `rawExchange`.)
+    static func webSocket(_ url: String) -> AsyncThrowingStream<WireEvent, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    try await WebSocketClient.connect(url: url, logger: Logger(label: "test.ws")) { inbound, _, _ in
+                        for try await message in inbound.messages(maxSize: 1 << 14) {
+                            guard case .text(let text) = message else { continue }
+                            let event = try JSONDecoder().decode(WireEvent.self, from: Data(text.utf8))
+                            continuation.yield(event)
+                            if ["result", "expired", "cancelled"].contains(event.type) {
+                                continuation.finish()
+                                break
+                            }
                         }
                     }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
                 }
-                continuation.finish()
-                return close.map { Int(UInt16(webSocketErrorCode: $0.closeCode)) }
-            } catch {
-                continuation.finish(throwing: error)
-                throw error
             }
+            continuation.onTermination = { _ in task.cancel() }
         }
-        return (stream, task)
     }
 
     struct SSEMessage: Equatable {
@@ -81,4 +83,53 @@ enum ChannelClient {
     }
 
     enum SSEError: Error { case status(Int) }
+}
+
+/// A WebSocket read with a plain socket, for channels the server ends at once (a session that
+/// already ended): every event, and the close code of the server's close frame.
+struct RawWebSocket {
+    var upgraded: Bool
+    var events: [WireEvent] = []
+    var closeCode: Int?
+
+    static func open(_ url: String) async throws -> RawWebSocket {
+        let components = try #require(URLComponents(string: url))
+        let port = try #require(components.port)
+        let target = components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
+        let bytes = try await rawExchangeBytes(
+            port: port,
+            "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        return try RawWebSocket(bytes: bytes)
+    }
+
+    init(bytes: [UInt8]) throws {
+        upgraded = bytes.starts(with: Array("HTTP/1.1 101".utf8))
+        guard upgraded, let end = Self.headerEnd(bytes) else { return }
+        var index = end
+        while index + 2 <= bytes.count {
+            let opcode = bytes[index] & 0x0F
+            var length = Int(bytes[index + 1] & 0x7F)
+            index += 2
+            if length == 126 {
+                length = Int(bytes[index]) << 8 | Int(bytes[index + 1])
+                index += 2
+            }
+            guard index + length <= bytes.count else { break }
+            let payload = Array(bytes[index..<index + length])
+            index += length
+            switch opcode {
+            case 0x1: events.append(try JSONDecoder().decode(WireEvent.self, from: Data(payload)))
+            case 0x8 where payload.count >= 2: closeCode = Int(payload[0]) << 8 | Int(payload[1])
+            default: continue
+            }
+        }
+    }
+
+    private static func headerEnd(_ bytes: [UInt8]) -> Int? {
+        let marker: [UInt8] = [13, 10, 13, 10]
+        guard bytes.count >= 4 else { return nil }
+        for start in 0...(bytes.count - 4) where Array(bytes[start..<start + 4]) == marker { return start + 4 }
+        return nil
+    }
 }

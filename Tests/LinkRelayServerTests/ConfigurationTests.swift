@@ -182,7 +182,8 @@ struct ConfigurationTests {
         .init(flags: ["public-url": ["ftp://x"]], names: "--public-url"),
         .init(flags: ["public-url": ["relay.example"]], names: "--public-url"),
         .init(
-            flags: ["public-url": ["https://" + String(repeating: "a", count: 80) + ".example"]], names: "--public-url"),
+            flags: ["public-url": ["https://" + String(repeating: "a", count: 80) + ".example"]],
+            names: "--public-url"),
         .init(flags: ["public-url": ["https://relay.example/a%20b"]], names: "--public-url"),
     ]
 

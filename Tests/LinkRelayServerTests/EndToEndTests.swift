@@ -9,11 +9,11 @@ import Testing
 /// learns it, and the result comes from Prove (the embedded sandbox).
 @Suite("End to end")
 struct EndToEndTests {
-    @Test("WebSocket: waiting, tapped, result verified, then close 1000")
+    @Test("WebSocket: waiting, tapped, then result verified")
     func webSocketVerified() async throws {
         try await TestRelay.run { relay in
             let created = try await relay.createSession()
-            let (events, closing) = ChannelClient.webSocket(
+            let events = ChannelClient.webSocket(
                 created.channel.websocket + "?token=\(created.channel.token)")
             var iterator = events.makeAsyncIterator()
             let first = try await iterator.next()
@@ -26,7 +26,6 @@ struct EndToEndTests {
             #expect(received.map(\.seq) == [1, 2, 3])
             #expect(received[1].asc == true)
             #expect(received[2].outcome == "verified")
-            #expect(try await closing.value == 1000)
 
             let details = try await relay.session(created.sessionId)
             #expect(details.state == "verified")
@@ -83,10 +82,11 @@ struct EndToEndTests {
             _ = try await relay.tap()
             let events = try await relay.pollUntilDone(created)
             #expect(events.map(\.type) == ["waiting", "tapped", "result"])
-            let (ws, _) = ChannelClient.webSocket(created.channel.websocket + "?token=\(created.channel.token)")
-            var viaSocket: [WireEvent] = []
-            for try await event in ws { viaSocket.append(event) }
-            #expect(viaSocket == events)
+            // The server replays everything, then closes with 1000 after the terminal event.
+            let socket = try await RawWebSocket.open(created.channel.websocket + "?token=\(created.channel.token)")
+            #expect(socket.upgraded)
+            #expect(socket.events == events)
+            #expect(socket.closeCode == 1000)
         }
     }
 
@@ -110,11 +110,10 @@ struct EndToEndTests {
             }
             #expect(sse.map(\.id) == ["3"])
 
-            let (ws, _) = ChannelClient.webSocket(
+            let socket = try await RawWebSocket.open(
                 created.channel.websocket + "?token=\(created.channel.token)&after=2")
-            var viaSocket: [Int] = []
-            for try await event in ws { viaSocket.append(event.seq) }
-            #expect(viaSocket == [3])
+            #expect(socket.events.map(\.seq) == [3])
+            #expect(socket.closeCode == 1000)
 
             let past = try await relay.poll(created, after: 3)
             #expect(past.events.isEmpty && past.done && past.after == 3)

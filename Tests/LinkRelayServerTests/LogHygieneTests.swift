@@ -10,7 +10,7 @@ struct LogHygieneTests {
     func noSecretsInLogs() async throws {
         try await TestRelay.run { relay in
             let created = try await relay.createSession(extra: #","clientRequestId":"req-1""#)
-            let (socket, _) = ChannelClient.webSocket(created.channel.websocket + "?token=\(created.channel.token)")
+            let socket = ChannelClient.webSocket(created.channel.websocket + "?token=\(created.channel.token)")
             var iterator = socket.makeAsyncIterator()
             _ = try await iterator.next()
             let (_, landingURL) = try await relay.tap()

@@ -126,7 +126,8 @@ struct OpsTests {
         }
     }
 
-    @Test("An unknown route under /v1 is 404 problem+json", arguments: ["/v1/nothing", "/v1/sessions/ses_x/nothing"])
+    @Test(
+        "An unknown route under /v1 is 404 problem+json", arguments: ["/v1/nothing", "/v1/sessions/ses_x/nothing"])
     func unknownRoute(path: String) async throws {
         try await TestRelay.run { relay in
             for answer in [try await relay.api(.GET, path), try await relay.request(.GET, path)] {

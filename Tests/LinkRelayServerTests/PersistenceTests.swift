@@ -88,8 +88,7 @@ struct PersistenceTests {
             "--api-key", TestRelay.apiKey, "--prove", "http://127.0.0.1:\(sandboxPort)/sandbox/prove",
         ]
         let credentials = ["PROVE_CLIENT_ID": "sandbox-client", "PROVE_CLIENT_SECRET": "sandbox-secret"]
-        let http = HTTPClient(
-            eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        let http = TestRelay.client
         func get(_ url: String, headers: [(String, String)] = []) async throws -> HTTPAnswer {
             var request = HTTPClientRequest(url: url)
             for (name, value) in headers { request.headers.add(name: name, value: value) }
@@ -143,6 +142,5 @@ struct PersistenceTests {
         #expect(events.map(\.seq) == [1, 2, 3])
         #expect(events.map(\.type) == ["waiting", "tapped", "result"])
         #expect(events.last?.outcome == "verified")
-        try await http.shutdown()
     }
 }

@@ -103,6 +103,10 @@ struct HTTPAnswer {
 /// A relay running on a free loopback port for one test, with the sandbox as Prove.
 struct TestRelay {
     static let apiKey = "test-api-key-0123456789abcdef"
+    /// One client for every test, kept for the life of the test process: it never follows redirects,
+    /// so a test sees Prove's 302 as the phone's browser does.
+    static let client = HTTPClient(
+        eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
 
     let relay: LinkRelay
     let base: String
@@ -110,10 +114,26 @@ struct TestRelay {
     let http: HTTPClient
 
     /// Builds and runs a relay for the duration of `body`, then shuts it down gracefully.
+    ///
+    /// Tests run in parallel, so the free port a relay picked can be taken before it binds; then the
+    /// relay is built again on another port (up to 5 times).
     static func run(
         store: String = "memory", hold: Int? = nil, clock: any RelayClock = SystemClock(),
         _ body: (TestRelay) async throws -> Void
     ) async throws {
+        for attempt in 1...5 {
+            if try await runOnce(store: store, hold: hold, clock: clock, body) { return }
+            FileHandle.standardError.write(Data("the relay did not start (attempt \(attempt)); another port\n".utf8))
+        }
+        Issue.record("the relay did not start in 5 attempts")
+    }
+
+    private struct StartFailure: Error {}
+
+    /// False when the server could not start (its port was taken meanwhile).
+    private static func runOnce(
+        store: String, hold: Int?, clock: any RelayClock, _ body: (TestRelay) async throws -> Void
+    ) async throws -> Bool {
         let logs = LogCapture()
         let logger = logs.logger()
         var flags: [String: [String]] = ["port": ["0"], "store": [store], "api-key": [apiKey]]
@@ -122,25 +142,38 @@ struct TestRelay {
         // WSClient, unlike a browser, sends the WebSocket URL's own scheme and host as its Origin.
         configuration.allowedOrigins.append("ws://127.0.0.1")
         let relay = try await buildLinkRelay(configuration, logger: logger, clock: clock)
-        let http = HTTPClient(
-            eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
         let group = ServiceGroup(
             configuration: .init(services: [relay.application], gracefulShutdownSignals: [], logger: logger))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            await relay.waitUntilRunning()
-            let test = TestRelay(relay: relay, base: configuration.publicURL, logs: logs, http: http)
-            do {
-                try await body(test)
-            } catch {
+        let http = client
+        var started = false
+        do {
+            try await withThrowingTaskGroup(of: Bool.self) { tasks in
+                tasks.addTask {
+                    try await group.run()
+                    return false
+                }
+                tasks.addTask {
+                    await relay.waitUntilRunning()
+                    return true
+                }
+                // Either the server runs, or the group ended (or threw) because it could not start.
+                guard try await tasks.next() == true else { throw StartFailure() }
+                started = true
+                let test = TestRelay(relay: relay, base: configuration.publicURL, logs: logs, http: http)
+                do {
+                    try await body(test)
+                } catch {
+                    await group.triggerGracefulShutdown()
+                    throw error
+                }
                 await group.triggerGracefulShutdown()
-                try? await http.shutdown()
-                throw error
+                try await tasks.waitForAll()
             }
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
+        } catch {
+            if started { throw error }
+            return false
         }
-        try await http.shutdown()
+        return true
     }
 
     func request(

@@ -215,8 +215,6 @@ import Testing
                 }
             }
         }
-        // Whichever call was in flight when the deadline came (the token fetch or unify-status) timed out.
-        #expect(observer.calls.value.contains { $0.hasSuffix(" timeout") })
     }
 
     @Test func aRefusedConnectionIsUnavailable() async throws {
