@@ -64,9 +64,6 @@ final class ChannelHub: EventBus {
         for continuation in due { continuation.yield(.tick(now)) }
     }
 
-    /// Number of listeners on this instance.
-    var listenerCount: Int { state.withLock { $0.sessions.values.reduce(0) { $0 + $1.count } } }
-
     fileprivate func setWake(sessionID: String, id: UInt64, at date: Date?) {
         state.withLock { $0.sessions[sessionID]?[id]?.wakeAt = date }
     }
