@@ -11,7 +11,8 @@ import NIOHTTP1
 #endif
 
 /// `ProveClient` over HTTP: OAuth2 token caching, one token refresh on 401, per-attempt timeouts derived from
-/// the time left before the deadline, and retries with capped exponential backoff and full jitter.
+/// the time left before the deadline (at most `RetryPolicy.attemptTimeout`), and retries with capped
+/// exponential backoff and full jitter.
 ///
 /// Retries (R3.3): `unify-status`, `unify-bind` and `token` are reads or idempotent, so they are retried on
 /// timeouts, connection errors, 5xx and 429. `unify` creates a session and sends an SMS, so it is retried only
@@ -234,7 +235,8 @@ public final class HTTPProveClient: ProveClient {
                 logger.warning("Prove call gave up: deadline reached", metadata: ["prove.attempt": "\(attempt)"])
                 throw ProveClientError.unavailable(reason: "deadline reached")
             }
-            let outcome = try await performAttempt(endpoint: endpoint, request: makeRequest(), timeout: remaining)
+            let outcome = try await performAttempt(
+                endpoint: endpoint, request: makeRequest(), timeout: min(remaining, retry.attemptTimeout))
             let retryReason: String
             var retryAfter: Duration?
             switch outcome {

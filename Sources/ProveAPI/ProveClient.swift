@@ -33,6 +33,9 @@ public struct RetryPolicy: Sendable {
     public var maxAttempts: Int
     public var baseDelay: Duration
     public var maxDelay: Duration
+    /// The longest one attempt may take, however much time is left before the deadline: a stalled
+    /// connection costs this much, not the rest of the session's hold.
+    public var attemptTimeout: Duration
     /// Sleeps between attempts. Tests inject a recorder to observe delays without waiting.
     public var sleep: @Sendable (Duration) async throws -> Void
     /// Returns a uniformly distributed value in `0..<1`; the jitter source.
@@ -42,12 +45,14 @@ public struct RetryPolicy: Sendable {
         maxAttempts: Int = 4,
         baseDelay: Duration = .milliseconds(100),
         maxDelay: Duration = .seconds(2),
+        attemptTimeout: Duration = .seconds(10),
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
         self.maxAttempts = max(1, maxAttempts)
         self.baseDelay = baseDelay
         self.maxDelay = maxDelay
+        self.attemptTimeout = attemptTimeout
         self.sleep = sleep
         self.random = random
     }

@@ -64,6 +64,21 @@ struct PersistenceTests {
         }
     }
 
+    /// Starts a child on a free port, trying other ports when another test took the first one meanwhile.
+    static func start(
+        ready: String, environment: [String: String] = [:], _ arguments: (Int) -> [String]
+    ) async throws -> (Child, Int) {
+        for _ in 0..<5 {
+            let port = try freePort()
+            let child = try Child(arguments(port), environment: environment)
+            if await child.waitFor(ready) { return (child, port) }
+            child.stop()
+        }
+        throw StartFailure()
+    }
+
+    struct StartFailure: Error {}
+
     static func freePort() throws -> Int {
         try RelayConfiguration.resolve(flags: ["port": ["0"]], environment: [:]).port
     }
@@ -75,19 +90,21 @@ struct PersistenceTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         // Prove (the simulator) runs apart, as in production, so it outlives the relay.
-        let sandboxPort = try Self.freePort()
-        let sandbox = try Child(["sandbox", "--port", String(sandboxPort)])
+        let (sandbox, sandboxPort) = try await Self.start(ready: "listening") { ["sandbox", "--port", String($0)] }
         defer { sandbox.stop() }
-        #expect(await sandbox.waitFor("listening"))
 
-        let relayPort = try Self.freePort()
-        let base = "http://127.0.0.1:\(relayPort)"
-        let arguments = [
-            "serve", "--port", String(relayPort), "--store",
-            "sqlite:" + directory.appendingPathComponent("relay.sqlite").path,
-            "--api-key", TestRelay.apiKey, "--prove", "http://127.0.0.1:\(sandboxPort)/sandbox/prove",
-        ]
         let credentials = ["PROVE_CLIENT_ID": "sandbox-client", "PROVE_CLIENT_SECRET": "sandbox-secret"]
+        func relayArguments(_ port: Int) -> [String] {
+            [
+                "serve", "--port", String(port), "--store",
+                "sqlite:" + directory.appendingPathComponent("relay.sqlite").path,
+                "--api-key", TestRelay.apiKey, "--prove", "http://127.0.0.1:\(sandboxPort)/sandbox/prove",
+            ]
+        }
+        let (first, relayPort) = try await Self.start(ready: "LinkRelay listening", environment: credentials) {
+            relayArguments($0)
+        }
+        let base = "http://127.0.0.1:\(relayPort)"
         let http = TestRelay.client
         func get(_ url: String, headers: [(String, String)] = []) async throws -> HTTPAnswer {
             var request = HTTPClientRequest(url: url)
@@ -98,12 +115,12 @@ struct PersistenceTests {
                 body: String(buffer: try await response.body.collect(upTo: 1 << 20)))
         }
 
-        let first = try Child(arguments, environment: credentials)
-        #expect(await first.waitFor("LinkRelay listening"))
         var create = HTTPClientRequest(url: base + "/v1/sessions")
         create.method = .POST
         create.headers.add(name: "Authorization", value: "Bearer \(TestRelay.apiKey)")
         create.headers.add(name: "Content-Type", value: "application/json")
+        // This relay is killed next: keep no pooled connection to it.
+        create.headers.add(name: "Connection", value: "close")
         create.body = .bytes(.init(string: #"{"phoneNumber":"2001004014"}"#))
         let response = try await http.execute(create, timeout: .seconds(30))
         #expect(response.status == .created)
@@ -111,7 +128,7 @@ struct PersistenceTests {
             Created.self, from: Data(buffer: try await response.body.collect(upTo: 1 << 16)))
         first.kill()
 
-        let second = try Child(arguments, environment: credentials)
+        let second = try Child(relayArguments(relayPort), environment: credentials)
         defer { second.stop() }
         #expect(await second.waitFor("LinkRelay listening"))
         // The phone taps the link Prove sent before the crash.

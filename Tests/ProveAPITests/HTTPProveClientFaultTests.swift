@@ -24,6 +24,27 @@ import Testing
         )
     }
 
+    @Test func aStalledAttemptIsCutAtTheAttemptTimeoutAndRetried() async throws {
+        // The first attempt never gets an answer; the deadline is far away, so only the attempt
+        // timeout can end it, and the retry then succeeds well before the deadline.
+        let server = ScriptedProve([.hang])
+        let sleeper = SleepRecorder()
+        let status = try await server.serve { baseURL in
+            try await withHTTPClient { http in
+                try await HTTPProveClient(
+                    baseURL: baseURL,
+                    credentials: .init(clientID: "id", clientSecret: "secret"),
+                    httpClient: http,
+                    retry: RetryPolicy(attemptTimeout: .seconds(1), sleep: sleeper.sleep, random: { 0.5 }),
+                    logger: quietLogger()
+                )
+                .unifyStatus(.init(correlationId: "c-1"), deadline: deadline(600))
+            }
+        }
+        #expect(status.success == "true")
+        #expect(await server.apiRequests >= 2, "the stalled attempt was given up and retried")
+    }
+
     @Test func a429HonoursRetryAfter() async throws {
         let server = ScriptedProve([
             .respond(status: 429, retryAfter: "1", body: #"{"code":8000,"message":"slow down"}"#)
