@@ -39,12 +39,12 @@ final class SessionService: Sendable {
 
     // MARK: - create
 
-    /// Starts a Prove desktop flow and stores the session with its `waiting` event.
-    /// Returns the session and whether it already existed under the same Idempotency-Key.
-    func create(_ request: CreateSessionRequest, idempotencyKey: String?) async throws -> (Session, replayed: Bool) {
-        guard let key = idempotencyKey else { return (try await startSession(request, idempotencyKey: nil), false) }
+    /// Starts a Prove desktop flow and stores the session with its `waiting` event. A repeat under the
+    /// same Idempotency-Key returns the session it made.
+    func create(_ request: CreateSessionRequest, idempotencyKey: String?) async throws -> Session {
+        guard let key = idempotencyKey else { return try await startSession(request, idempotencyKey: nil) }
         if let existing = try await store.session(idempotencyKey: key) {
-            return (try sameRequest(existing, request), true)
+            return try sameRequest(existing, request)
         }
         // Concurrent repeats on this instance wait for the first one instead of starting a second flow.
         let (task, isNew) = inFlightCreates.withLock { tasks -> (Task<Session, any Error>, Bool) in
@@ -55,11 +55,12 @@ final class SessionService: Sendable {
         }
         defer { if isNew { _ = inFlightCreates.withLock { $0.removeValue(forKey: key) } } }
         do {
-            let session = try await task.value
-            return (try sameRequest(session, request), !isNew)
+            return try sameRequest(try await task.value, request)
         } catch StoreError.duplicateIdempotencyKey {
-            guard let existing = try await store.session(idempotencyKey: key) else { throw Problem.conflict("Retry.") }
-            return (try sameRequest(existing, request), true)
+            guard let existing = try await store.session(idempotencyKey: key) else {
+                throw Problem.conflict("A request with this Idempotency-Key is in progress; retry it.")
+            }
+            return try sameRequest(existing, request)
         }
     }
 

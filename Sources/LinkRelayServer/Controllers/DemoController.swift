@@ -37,7 +37,7 @@ struct DemoController {
         do {
             let input = try CreateSessionRequest.parse(
                 RelayJSON.data(["phoneNumber": phoneNumber]), maximumHold: RelayConfiguration.maximumHold)
-            let (session, _) = try await service.create(input, idempotencyKey: nil)
+            let session = try await service.create(input, idempotencyKey: nil)
             let created = CreatedSession(session, publicURL: publicURL)
             let websocketOrigin = RelayConfiguration.origin(of: created.channel.websocket)
             return pages.render(

@@ -41,7 +41,7 @@ struct SessionsController {
         if let key, key.isEmpty || key.count > 255 {
             throw Problem.badRequest("Idempotency-Key must be 1 to 255 characters.")
         }
-        let (session, _) = try await service.create(input, idempotencyKey: key)
+        let session = try await service.create(input, idempotencyKey: key)
         return try RelayJSON.response(CreatedSession(session, publicURL: publicURL), status: .created)
     }
 
