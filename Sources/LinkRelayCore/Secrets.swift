@@ -28,12 +28,13 @@ public enum Secrets {
         var bytes = (0..<16).map { _ in UInt8.random(in: 0...UInt8.max, using: &generator) }
         bytes[6] = (bytes[6] & 0x0F) | 0x40
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let hex = bytes.map { byte -> String in
-            let digits = Array("0123456789abcdef")
-            return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
-        }.joined()
-        let characters = Array(hex)
-        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+        let hex = Array("0123456789abcdef".utf8)
+        var text = [UInt8]()
+        for (index, byte) in bytes.enumerated() {
+            if [4, 6, 8, 10].contains(index) { text.append(UInt8(ascii: "-")) }
+            text += [hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// Compares two secrets in time that depends only on their lengths, never on where they differ.

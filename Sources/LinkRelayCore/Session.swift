@@ -158,7 +158,7 @@ public struct SessionResult: Codable, Sendable, Equatable {
     }
 }
 
-/// One desktop verification attempt. Only `SessionTransition` changes its state.
+/// One desktop verification attempt. Its state moves only through `record(_:at:)`.
 public struct Session: Codable, Sendable, Equatable {
     public var id: String
     /// The random part of the finalTargetUrl (`/l/{linkKey}`).

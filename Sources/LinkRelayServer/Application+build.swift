@@ -16,7 +16,6 @@ public struct LinkRelay: Sendable {
     public let sandbox: ProveSandbox?
     public let metrics: RelayMetrics
     let service: SessionService
-    let hub: ChannelHub
     let running: AsyncStream<Void>
 
     public var store: any SessionStore { service.store }
@@ -112,7 +111,7 @@ public func buildLinkRelay(
         logger: logger)
     return LinkRelay(
         configuration: configuration, application: application, sandbox: sandbox, metrics: metrics,
-        service: service, hub: hub, running: running)
+        service: service, running: running)
 }
 
 /// Runs until shutdown, then marks the relay as draining and closes the store.

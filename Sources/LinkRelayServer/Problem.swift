@@ -50,10 +50,6 @@ struct Problem: Error, HTTPResponseError {
         let body = Body(
             type: "about:blank", title: title, status: Int(status.code), detail: detail,
             errors: errors.isEmpty ? nil : errors)
-        var headers = self.headers
-        headers[.contentType] = "application/problem+json"
-        headers[.cacheControl] = "no-store"
-        let data = try JSONEncoder().encode(body)
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return try RelayJSON.response(body, status: status, headers: headers, contentType: "application/problem+json")
     }
 }

@@ -35,11 +35,12 @@ enum RelayJSON {
         date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 
-    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:])
-        throws -> Response
-    {
+    static func response(
+        _ value: some Encodable, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:],
+        contentType: String = "application/json"
+    ) throws -> Response {
         var headers = headers
-        headers[.contentType] = "application/json"
+        headers[.contentType] = contentType
         headers[.cacheControl] = "no-store"
         return Response(
             status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
