@@ -1,10 +1,15 @@
 import AsyncHTTPClient
+import Dispatch
 import Foundation
 import Logging
 import NIOCore
 import NIOWebSocket
 import Testing
 import WSClient
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Channel clients as a desktop browser would use them, each delivering events into a stream
 /// that a test awaits (so a test knows the channel is open once the first event arrived).
@@ -132,4 +137,45 @@ struct RawWebSocket {
         for start in 0...(bytes.count - 4) where Array(bytes[start..<start + 4]) == marker { return start + 4 }
         return nil
     }
+}
+
+/// Sends `request` on a new loopback connection and returns what the server wrote until it closed.
+func rawExchange(port: Int, _ request: String) async throws -> String {
+    String(decoding: try await rawExchangeBytes(port: port, request), as: UTF8.self)
+}
+
+/// `rawExchange`, as bytes (WebSocket frames are not text). The blocking socket calls run on a
+/// Dispatch thread: blocking one of Swift's few cooperative threads could starve the server under test.
+func rawExchangeBytes(port: Int, _ request: String) async throws -> [UInt8] {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(with: Result { try blockingExchange(port: port, request) })
+        }
+    }
+}
+
+private func blockingExchange(port: Int, _ request: String) throws -> [UInt8] {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    try #require(connected == 0)
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    _ = request.utf8CString.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count - 1, 0) }
+    var received = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = recv(fd, &buffer, buffer.count, 0)
+        if count <= 0 { break }
+        received += buffer[0..<count]
+    }
+    return received
 }

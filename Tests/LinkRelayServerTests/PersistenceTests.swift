@@ -105,27 +105,18 @@ struct PersistenceTests {
             relayArguments($0)
         }
         let base = "http://127.0.0.1:\(relayPort)"
-        let http = TestRelay.client
-        func get(_ url: String, headers: [(String, String)] = []) async throws -> HTTPAnswer {
-            var request = HTTPClientRequest(url: url)
-            for (name, value) in headers { request.headers.add(name: name, value: value) }
-            let response = try await http.execute(request, timeout: .seconds(30))
-            return HTTPAnswer(
-                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
-                body: String(buffer: try await response.body.collect(upTo: 1 << 20)))
-        }
+        func get(_ url: String) async throws -> HTTPAnswer { try await TestRelay.fetch(.GET, url) }
 
-        var create = HTTPClientRequest(url: base + "/v1/sessions")
-        create.method = .POST
-        create.headers.add(name: "Authorization", value: "Bearer \(TestRelay.apiKey)")
-        create.headers.add(name: "Content-Type", value: "application/json")
-        // This relay is killed next: keep no pooled connection to it.
-        create.headers.add(name: "Connection", value: "close")
-        create.body = .bytes(.init(string: #"{"phoneNumber":"2001004014"}"#))
-        let response = try await http.execute(create, timeout: .seconds(30))
-        #expect(response.status == .created)
-        let created = try JSONDecoder().decode(
-            Created.self, from: Data(buffer: try await response.body.collect(upTo: 1 << 16)))
+        let response = try await TestRelay.fetch(
+            .POST, base + "/v1/sessions",
+            headers: [
+                ("Authorization", "Bearer \(TestRelay.apiKey)"), ("Content-Type", "application/json"),
+                // This relay is killed next: keep no pooled connection to it.
+                ("Connection", "close"),
+            ],
+            body: #"{"phoneNumber":"2001004014"}"#)
+        #expect(response.status == 201)
+        let created = try response.json(Created.self)
         first.kill()
 
         let second = try Child(relayArguments(relayPort), environment: credentials)

@@ -111,7 +111,7 @@ struct TestRelay {
     let relay: LinkRelay
     let base: String
     let logs: LogCapture
-    let http: HTTPClient
+    var http: HTTPClient { Self.client }
 
     /// Builds and runs a relay for the duration of `body`, then shuts it down gracefully.
     ///
@@ -144,7 +144,6 @@ struct TestRelay {
         let relay = try await buildLinkRelay(configuration, logger: logger, clock: clock)
         let group = ServiceGroup(
             configuration: .init(services: [relay.application], gracefulShutdownSignals: [], logger: logger))
-        let http = client
         var started = false
         do {
             try await withThrowingTaskGroup(of: Bool.self) { tasks in
@@ -159,7 +158,7 @@ struct TestRelay {
                 // Either the server runs, or the group ended (or threw) because it could not start.
                 guard try await tasks.next() == true else { throw StartFailure() }
                 started = true
-                let test = TestRelay(relay: relay, base: configuration.publicURL, logs: logs, http: http)
+                let test = TestRelay(relay: relay, base: configuration.publicURL, logs: logs)
                 do {
                     try await body(test)
                 } catch {
@@ -179,12 +178,19 @@ struct TestRelay {
     func request(
         _ method: HTTPMethod, _ pathOrURL: String, headers: [(String, String)] = [], body: String? = nil
     ) async throws -> HTTPAnswer {
-        let url = pathOrURL.hasPrefix("http") ? pathOrURL : base + pathOrURL
+        try await Self.fetch(
+            method, pathOrURL.hasPrefix("http") ? pathOrURL : base + pathOrURL, headers: headers, body: body)
+    }
+
+    /// One request with the shared test client, its whole answer read.
+    static func fetch(
+        _ method: HTTPMethod, _ url: String, headers: [(String, String)] = [], body: String? = nil
+    ) async throws -> HTTPAnswer {
         var request = HTTPClientRequest(url: url)
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(string: body)) }
-        let response = try await http.execute(request, timeout: .seconds(30))
+        let response = try await client.execute(request, timeout: .seconds(30))
         let bytes = try await response.body.collect(upTo: 1 << 20)
         return HTTPAnswer(
             status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },

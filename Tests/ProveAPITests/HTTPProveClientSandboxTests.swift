@@ -11,12 +11,7 @@ import Testing
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
-                let client = HTTPProveClient(
-                    baseURL: baseURL,
-                    credentials: sandboxCredentials,
-                    httpClient: http,
-                    logger: quietLogger()
-                )
+                let client = sandboxClient(baseURL, http)
                 let unify = try await client.unify(
                     UnifyRequest(
                         possessionType: "desktop",
@@ -63,12 +58,7 @@ import Testing
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
-                let client = HTTPProveClient(
-                    baseURL: baseURL,
-                    credentials: sandboxCredentials,
-                    httpClient: http,
-                    logger: quietLogger()
-                )
+                let client = sandboxClient(baseURL, http)
                 let unify = try await client.unify(
                     UnifyRequest(
                         possessionType: "desktop",
@@ -93,12 +83,7 @@ import Testing
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
-                let client = HTTPProveClient(
-                    baseURL: baseURL,
-                    credentials: sandboxCredentials,
-                    httpClient: http,
-                    logger: quietLogger()
-                )
+                let client = sandboxClient(baseURL, http)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for i in 0..<8 {
                         group.addTask {
@@ -125,13 +110,7 @@ import Testing
         let clock = OffsetClock()
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
-                let client = HTTPProveClient(
-                    baseURL: baseURL,
-                    credentials: sandboxCredentials,
-                    httpClient: http,
-                    logger: quietLogger(),
-                    now: clock.now
-                )
+                let client = sandboxClient(baseURL, http, now: clock.now)
                 let request = UnifyRequest(possessionType: "none", clientRequestId: "r", phoneNumber: "2001004014")
                 _ = try await client.unify(request, deadline: deadline(now: clock.now()))
                 // 30 s either side of the refresh point, so the time the calls take cannot matter.
@@ -151,12 +130,7 @@ import Testing
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
-                let client = HTTPProveClient(
-                    baseURL: baseURL,
-                    credentials: sandboxCredentials,
-                    httpClient: http,
-                    logger: quietLogger()
-                )
+                let client = sandboxClient(baseURL, http)
                 let unify = try await client.unify(
                     UnifyRequest(possessionType: "none", clientRequestId: "r", phoneNumber: "2001004014"),
                     deadline: deadline()
@@ -184,12 +158,8 @@ import Testing
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
-                let client = HTTPProveClient(
-                    baseURL: baseURL,
-                    credentials: .init(clientID: "sandbox-client", clientSecret: "nope"),
-                    httpClient: http,
-                    logger: quietLogger()
-                )
+                let client = sandboxClient(
+                    baseURL, http, credentials: .init(clientID: "sandbox-client", clientSecret: "nope"))
                 await #expect(
                     throws: ProveClientError.rejected(status: 401, body: .init(code: 8002, message: "not authorized"))
                 ) {
@@ -205,12 +175,7 @@ import Testing
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
-                let client = HTTPProveClient(
-                    baseURL: baseURL,
-                    credentials: sandboxCredentials,
-                    httpClient: http,
-                    logger: quietLogger()
-                )
+                let client = sandboxClient(baseURL, http)
                 let expected = ProveClientError.rejected(
                     status: 400,
                     body: .init(code: 8007, message: "no test user found matching the phone number")
@@ -237,12 +202,7 @@ import Testing
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         let authToken = try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
-                let client = HTTPProveClient(
-                    baseURL: baseURL,
-                    credentials: sandboxCredentials,
-                    httpClient: http,
-                    logger: logger
-                )
+                let client = sandboxClient(baseURL, http, logger: logger)
                 let unify = try await client.unify(
                     UnifyRequest(
                         possessionType: "desktop",

@@ -97,6 +97,17 @@ func quietLogger() -> Logger {
 
 let sandboxCredentials = ProveCredentials(clientID: ProveSandbox.clientID, clientSecret: ProveSandbox.clientSecret)
 
+/// The client under test, pointed at a live sandbox, with the sandbox's credentials unless told otherwise.
+func sandboxClient(
+    _ baseURL: String,
+    _ http: HTTPClient,
+    credentials: ProveCredentials = sandboxCredentials,
+    logger: Logger = quietLogger(),
+    now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+) -> HTTPProveClient {
+    HTTPProveClient(baseURL: baseURL, credentials: credentials, httpClient: http, logger: logger, now: now)
+}
+
 func deadline(_ seconds: Double = 10, now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant {
     now + .milliseconds(Int(seconds * 1000))
 }
