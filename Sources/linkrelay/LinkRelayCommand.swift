@@ -71,9 +71,12 @@ struct Serve: AsyncParsableCommand {
         }
         let logger = makeLogger("linkrelay")
         if configuration.apiKeyGenerated {
-            // Printed once on standard output for the operator, never logged.
-            print(
-                "API key for this run (set --api-key or LINKRELAY_API_KEY to choose one): \(configuration.apiKeys[0])")
+            // Written once to standard output for the operator, never logged; unbuffered, so it shows
+            // at once even when standard output is a file or a pipe.
+            FileHandle.standardOutput.write(
+                Data(
+                    "API key for this run (set --api-key or LINKRELAY_API_KEY to choose one): \(configuration.apiKeys[0])\n"
+                        .utf8))
         }
         let relay: LinkRelay
         do {
