@@ -3,7 +3,8 @@ import ProveAPI
 
 /// A simulator of Prove's v3 sandbox: OAuth2 token, Unify (desktop Instant Link, customer-supplied possession)
 /// and the Pre-Fill short-term user, with Prove's test users and error bodies (prove-api.md §1, §3, §4, §6, §8).
-/// Instant Link SMS go to an in-memory outbox.
+/// Instant Link SMS go to an in-memory outbox. Faults (latency, HTTP errors, 429s, malformed answers, hangs,
+/// dropped connections) can be set per endpoint: see ``SandboxFault`` and `setFault(_:for:)`.
 public actor ProveSandbox {
     public static let clientID = "sandbox-client"
     public static let clientSecret = "sandbox-secret"
@@ -59,6 +60,8 @@ public actor ProveSandbox {
     private var messages: [SandboxOutboxMessage] = []
     private var callCounts: [String: Int] = [:]
     private var issuedTokenCount = 0
+    /// Faults, hung requests and their observers (`ProveSandbox+Faults.swift`).
+    var faultState = SandboxFaultState()
 
     /// - Parameters:
     ///   - publicBaseURL: e.g. "http://127.0.0.1:8080"; Instant Links are built from it, never from `Host`.
@@ -134,6 +137,18 @@ public actor ProveSandbox {
         case validate
         case challenge
         case complete
+
+        var faultEndpoint: SandboxEndpoint {
+            switch self {
+            case .unify: .unify
+            case .unifyStatus: .unifyStatus
+            case .unifyBind: .unifyBind
+            case .start: .start
+            case .validate: .validate
+            case .challenge: .challenge
+            case .complete: .complete
+            }
+        }
     }
 
     func handle(_ endpoint: APIEndpoint, authorization: String?, body: [UInt8]?) -> SandboxReply {
@@ -441,7 +456,7 @@ public actor ProveSandbox {
 
     // MARK: Helpers
 
-    private func count(_ endpoint: String) {
+    func count(_ endpoint: String) {
         callCounts[endpoint, default: 0] += 1
     }
 

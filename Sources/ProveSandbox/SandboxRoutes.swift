@@ -9,6 +9,8 @@ struct SandboxReply: Sendable {
     var contentType: String?
     var body: [UInt8]
     var location: String?
+    /// Seconds for a `Retry-After` header.
+    var retryAfter: Int? = nil
 
     static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
@@ -38,6 +40,7 @@ struct SandboxReply: Sendable {
         var headers = HTTPFields()
         if let contentType { headers[.contentType] = contentType }
         if let location { headers[.location] = location }
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         headers[.cacheControl] = "no-store"
         headers[.contentLength] = String(body.count)
         return Response(
@@ -52,13 +55,22 @@ extension ProveSandbox {
     /// Mounts the simulator: `POST /sandbox/prove/token`, `POST /sandbox/prove/v3/{unify, unify-status,
     /// unify-bind, start, validate, challenge, complete}`, `GET /sandbox/outbox?phoneNumber=N` and
     /// `GET /sandbox/link/{id}` (the Instant Link page; `?decline=1` declines).
+    ///
+    /// And the fault controls (see ``SandboxFault``): `GET /sandbox/faults` → 200 ``SandboxFaultList``;
+    /// `PUT /sandbox/faults/{endpoint}` with a JSON ``SandboxFault`` or spec items (`error=0.5,status=503`)
+    /// → 204; `DELETE /sandbox/faults/{endpoint}` and `DELETE /sandbox/faults` (all) → 204. `{endpoint}` is a
+    /// ``SandboxEndpoint`` name, `*` for all. Bad input → 400 `{"error": "…"}`.
     public nonisolated func addRoutes<Context: RequestContext>(to router: Router<Context>) {
         router.post("/sandbox/prove/token") { request, _ -> Response in
+            if let faulted = await self.faultedResponse(.token, request: request) { return faulted }
             let body = await Self.collectBody(request)
             return await self.token(form: body).response
         }
         for endpoint in APIEndpoint.allCases {
             router.post("/sandbox/prove/v3/\(endpoint.rawValue)") { request, _ -> Response in
+                if let faulted = await self.faultedResponse(endpoint.faultEndpoint, request: request) {
+                    return faulted
+                }
                 let authorization = request.headers[.authorization]
                 let body = await Self.collectBody(request)
                 return await self.handle(endpoint, authorization: authorization, body: body).response
@@ -74,6 +86,21 @@ extension ProveSandbox {
             let id = context.parameters.get("id") ?? ""
             let decline = request.uri.queryParameters.get("decline") == "1"
             return await self.openLink(id: id, decline: decline).response
+        }
+        router.get("/sandbox/faults") { _, _ -> Response in
+            await self.faultListReply().response
+        }
+        router.put("/sandbox/faults/{endpoint}") { request, context -> Response in
+            let endpoint = context.parameters.get("endpoint") ?? ""
+            let body = await Self.collectBody(request)
+            return await self.putFaultReply(endpoint: endpoint, body: body).response
+        }
+        router.delete("/sandbox/faults/{endpoint}") { _, context -> Response in
+            await self.deleteFaultReply(endpoint: context.parameters.get("endpoint") ?? "").response
+        }
+        router.delete("/sandbox/faults") { _, _ -> Response in
+            await self.clearFaults()
+            return SandboxReply.noContent.response
         }
     }
 
