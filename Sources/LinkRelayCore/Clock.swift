@@ -31,6 +31,8 @@ public final class ManualClock: RelayClock {
         var now: Date
         var sleepers: [UInt64: Sleeper] = [:]
         var nextID: UInt64 = 0
+        /// Tasks waiting in `waitForSleepers`, with the count each waits for.
+        var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     private let state: Mutex<State>
@@ -43,6 +45,19 @@ public final class ManualClock: RelayClock {
 
     /// How many tasks are sleeping on this clock right now.
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+    /// Returns once at least `count` tasks sleep on this clock: a test's way to know that the work it
+    /// started has reached its next pause, without sleeping itself.
+    public func waitForSleepers(_ count: Int) async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state in
+                guard state.sleepers.count < count else { return true }
+                state.watchers.append((count, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
 
     public func advance(by seconds: TimeInterval) {
         let due = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
@@ -61,12 +76,17 @@ public final class ManualClock: RelayClock {
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                var satisfied: [CheckedContinuation<Void, Never>] = []
                 let resumeNow: (any Error)?? = state.withLock { state in
                     if Task.isCancelled { return .some(CancellationError()) }
                     if deadline <= state.now { return .some(nil) }
                     state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    let count = state.sleepers.count
+                    satisfied = state.watchers.filter { $0.count <= count }.map(\.continuation)
+                    state.watchers.removeAll { $0.count <= count }
                     return nil
                 }
+                for watcher in satisfied { watcher.resume() }
                 switch resumeNow {
                 case .some(.some(let error)): continuation.resume(throwing: error)
                 case .some(.none): continuation.resume()

@@ -43,6 +43,14 @@ public enum Outcome: String, Codable, Sendable, CaseIterable {
     }
 }
 
+/// Who ended a session with `cancelled`.
+public enum CancelReason: String, Codable, Sendable, CaseIterable {
+    /// The integrator's backend (`POST /v1/sessions/{id}/cancel`).
+    case integrator
+    /// The person holding the phone answered "Not me" on the confirm page (`--confirm-on-phone`).
+    case rejected
+}
+
 /// One entry of a session's event log, as desktop channels receive it.
 public struct SessionEvent: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
@@ -50,7 +58,7 @@ public struct SessionEvent: Sendable, Equatable {
         case tapped(asc: Bool)
         case result(Outcome)
         case expired
-        case cancelled
+        case cancelled(reason: CancelReason = .integrator)
 
         public var type: String {
             switch self {
@@ -85,7 +93,7 @@ public struct SessionEvent: Sendable, Equatable {
 
 extension SessionEvent: Codable {
     private enum CodingKeys: String, CodingKey {
-        case seq, type, at, expiresAt, asc, outcome
+        case seq, type, at, expiresAt, asc, outcome, reason
     }
 
     public init(from decoder: any Decoder) throws {
@@ -98,7 +106,8 @@ extension SessionEvent: Codable {
         case "tapped": kind = .tapped(asc: try container.decode(Bool.self, forKey: .asc))
         case "result": kind = .result(try container.decode(Outcome.self, forKey: .outcome))
         case "expired": kind = .expired
-        case "cancelled": kind = .cancelled
+        case "cancelled":
+            kind = .cancelled(reason: try container.decodeIfPresent(CancelReason.self, forKey: .reason) ?? .integrator)
         default:
             throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown event type")
         }
@@ -113,7 +122,8 @@ extension SessionEvent: Codable {
         case .waiting(let expiresAt): try container.encode(expiresAt, forKey: .expiresAt)
         case .tapped(let asc): try container.encode(asc, forKey: .asc)
         case .result(let outcome): try container.encode(outcome, forKey: .outcome)
-        case .expired, .cancelled: break
+        case .cancelled(let reason): try container.encode(reason, forKey: .reason)
+        case .expired: break
         }
     }
 }
@@ -178,6 +188,8 @@ public struct Session: Codable, Sendable, Equatable {
     public var clientRequestId: String
     public var phoneNumber: String
     public var finalTargetUrl: String
+    /// The desktop's IP address as the integrator's backend gave it (`ipAddress`), shown on the confirm page.
+    public var desktopIPAddress: String?
     public var idempotencyKey: String?
     /// A canonical form of the create request, to tell a repeat from a different request with the same key.
     public var requestFingerprint: String
@@ -190,8 +202,9 @@ public struct Session: Codable, Sendable, Equatable {
     public init(
         id: String, linkKey: String, channelToken: String, createdAt: Date, expiresAt: Date,
         correlationId: String, authToken: String?, clientRequestId: String, phoneNumber: String,
-        finalTargetUrl: String, idempotencyKey: String?, requestFingerprint: String
+        finalTargetUrl: String, idempotencyKey: String?, requestFingerprint: String, desktopIPAddress: String? = nil
     ) {
+        self.desktopIPAddress = desktopIPAddress
         self.id = id
         self.linkKey = linkKey
         self.channelToken = channelToken

@@ -16,6 +16,8 @@ public struct LinkRelay: Sendable {
     public let sandbox: ProveSandbox?
     public let metrics: RelayMetrics
     let service: SessionService
+    let hub: ChannelHub
+    let draining: Draining
     let running: AsyncStream<Void>
 
     public var store: any SessionStore { service.store }
@@ -23,6 +25,21 @@ public struct LinkRelay: Sendable {
     /// Returns once the server listens (or at once if it already does).
     public func waitUntilRunning() async {
         for await _ in running {}
+    }
+
+    /// The relay as one service group: on a signal (or `triggerGracefulShutdown()`) the drain runs
+    /// first, then the server stops, then the verifier, sweeper and store. The whole shutdown is
+    /// bounded: after `--drain-timeout` and a few seconds more, whatever still runs is cancelled.
+    /// With `handlingSignals`, SIGTERM and SIGINT start the shutdown.
+    public func serviceGroup(handlingSignals: Bool = true, logger: Logger) -> ServiceGroup {
+        let drain = Drain(
+            hub: hub, draining: draining, timeout: .milliseconds(Int64(configuration.drainTimeout * 1000)),
+            logger: logger)
+        var group = ServiceGroupConfiguration(
+            services: [.init(service: application), .init(service: drain)],
+            gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger)
+        group.maximumGracefulShutdownDuration = .milliseconds(Int64(configuration.drainTimeout * 1000)) + .seconds(5)
+        return ServiceGroup(configuration: group)
     }
 }
 
@@ -57,22 +74,51 @@ public func buildLinkRelay(
             baseURL: baseURL, credentials: credentials, httpClient: httpClient, observer: metrics, logger: logger)
     }
 
+    if let sandbox {
+        for spec in configuration.sandboxFaults {
+            let (endpoint, fault) = try ProveSandbox.parseFault(spec)
+            try await sandbox.setFault(fault, for: endpoint)
+            logger.notice("Sandbox fault set", metadata: ["endpoint": .string(endpoint), "fault": .string(spec)])
+        }
+    }
+    let breaker = CircuitBreaker(
+        failureThreshold: configuration.breakerFailures, openDuration: configuration.breakerCooldown
+    ) { from, to in
+        metrics.breakerChanged(open: to != .closed)
+        logger.warning(
+            "Circuit breaker around Prove changed",
+            metadata: ["from": .string(from.rawValue), "to": .string(to.rawValue)])
+    }
+
     let hub = ChannelHub()
     let service = SessionService(
-        store: store, bus: hub, prove: prove, clock: clock, metrics: metrics, logger: logger,
+        store: store, bus: hub, prove: BreakerProveClient(wrapped: prove, breaker: breaker, clock: clock), clock: clock,
+        metrics: metrics, logger: logger,
         publicURL: configuration.publicURL, defaultHold: configuration.holdSeconds)
     let pages = try await Pages.load(directory: configuration.templatesDirectory, sandbox: sandbox != nil)
     let draining = Draining()
 
+    let limits = RequestLimits(
+        limits: configuration.limits, trustedProxies: configuration.trustedProxies, clock: clock, metrics: metrics)
+
     let router = Router(context: RelayContext.self)
     let webSocketRouter = Router(context: RelayContext.self)
-    router.add(middleware: ErrorMiddleware(pages: pages))
-    webSocketRouter.add(middleware: ErrorMiddleware(pages: pages))
-    SessionsController(service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL)
-        .addRoutes(to: router)
-    ChannelsController(service: service, hub: hub, allowedOrigins: Set(configuration.allowedOrigins))
-        .addRoutes(to: router, webSocketRouter: webSocketRouter)
-    LandingController(service: service, pages: pages).addRoutes(to: router)
+    let headers = SecurityHeadersMiddleware(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
+    for router in [router, webSocketRouter] {
+        router.add(middleware: headers)
+        router.add(middleware: ErrorMiddleware(pages: pages))
+    }
+    SessionsController(
+        service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits
+    ).addRoutes(to: router)
+    ChannelsController(
+        service: service, hub: hub, allowedOrigins: Set(configuration.allowedOrigins), limits: limits
+    ).addRoutes(to: router, webSocketRouter: webSocketRouter)
+    LandingController(
+        service: service, pages: pages, limits: limits, confirmOnPhone: configuration.confirmOnPhone,
+        integratorName: configuration.integratorName,
+        publicOrigin: RelayConfiguration.origin(of: configuration.publicURL)
+    ).addRoutes(to: router)
     OpsController(service: service, draining: draining, pages: pages).addRoutes(to: router)
     if let sandbox {
         sandbox.addRoutes(to: router)
@@ -90,11 +136,14 @@ public func buildLinkRelay(
             webSocketRouter: webSocketRouter,
             configuration: .init(
                 http1: .init(idleTimeout: .seconds(75)),
-                ws: .init(maxFrameSize: 4096, autoPing: .enabled(timePeriod: .seconds(20)), validateUTF8: true))),
+                ws: .init(
+                    maxFrameSize: ChannelsController.maximumMessageSize,
+                    extensions: [.nonNegotiatedExtension { MaskedFramesOnly() }],
+                    autoPing: .enabled(timePeriod: .seconds(20)), validateUTF8: true))),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "LinkRelay"),
         services: [
-            Teardown(store: store, draining: draining, logger: logger),
+            Teardown(store: store, logger: logger),
             Verifier(service: service),
             ExpirySweeper(service: service),
             ChannelHeartbeat(hub: hub, clock: clock),
@@ -111,24 +160,68 @@ public func buildLinkRelay(
         logger: logger)
     return LinkRelay(
         configuration: configuration, application: application, sandbox: sandbox, metrics: metrics,
-        service: service, running: running)
+        service: service, hub: hub, draining: draining, running: running)
 }
 
-/// Runs until shutdown, then marks the relay as draining and closes the store.
-/// Listed first among the services, so it stops last.
-struct Teardown: Service {
-    let store: any SessionStore
+/// The first step of a shutdown (listed after the application, so it is told first): `/readyz` turns
+/// 503, every channel gets its ending (WebSocket 1012, SSE a `retry:` hint, a held long-poll its
+/// answer), and it waits until they are gone or `timeout` has passed. Only then does the server stop
+/// accepting connections; landings and API calls keep working meanwhile.
+struct Drain: Service {
+    let hub: ChannelHub
     let draining: Draining
+    let timeout: Duration
     let logger: Logger
 
     func run() async throws {
         try? await gracefulShutdown()
         draining.start()
+        logger.notice("Shutting down: draining channels", metadata: ["channels": "\(hub.listenerCount)"])
+        hub.beginShutdown()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await hub.drained() }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+        logger.notice("Drained", metadata: ["channels_left": "\(hub.listenerCount)"])
+    }
+}
+
+/// Runs until shutdown, then closes the store. Listed first among the services, so it stops last.
+struct Teardown: Service {
+    let store: any SessionStore
+    let logger: Logger
+
+    func run() async throws {
+        try? await gracefulShutdown()
         do {
             try await store.close()
         } catch {
             logger.error("Closing the store failed", metadata: ["error": "\(error)"])
         }
+    }
+}
+
+/// Headers every response carries: `nosniff`, and HSTS when the public URL is https (the relay may sit
+/// behind a TLS-terminating proxy, so it goes by the public URL, not by how the request arrived).
+struct SecurityHeadersMiddleware: RouterMiddleware {
+    let strictTransportSecurity: Bool
+
+    func handle(_ request: Request, context: RelayContext, next: (Request, RelayContext) async throws -> Response)
+        async throws -> Response
+    {
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            response = try error.response(from: request, context: context)
+        }
+        response.headers[.init("X-Content-Type-Options")!] = "nosniff"
+        if strictTransportSecurity {
+            response.headers[.strictTransportSecurity] = "max-age=63072000; includeSubDomains"
+        }
+        return response
     }
 }
 

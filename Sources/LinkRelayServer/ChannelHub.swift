@@ -9,6 +9,9 @@ enum ChannelSignal: Sendable {
     case events([SessionEvent])
     /// The moment it asked to be woken at has come (a keep-alive or a long-poll timeout is due).
     case tick(Date)
+    /// The relay is shutting down: end the channel so that the client reconnects (to this instance
+    /// once it is back, or to another) with its cursor.
+    case shutdown
 }
 
 /// In-process fan-out from stored events to the channels waiting on this instance.
@@ -24,6 +27,10 @@ final class ChannelHub: EventBus {
     private struct State {
         var sessions: [String: [UInt64: Listener]] = [:]
         var nextID: UInt64 = 0
+        var count = 0
+        var shuttingDown = false
+        /// Waiting for the last listener to go (see `drained()`), by id.
+        var drainWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     }
 
     private let state = Mutex(State())
@@ -31,14 +38,49 @@ final class ChannelHub: EventBus {
     /// Starts listening to a session. Listen before reading the store, so no event can fall between.
     func listen(sessionID: String, wakeAt: Date?) -> ChannelListener {
         let (stream, continuation) = AsyncStream<ChannelSignal>.makeStream(bufferingPolicy: .unbounded)
-        let id = state.withLock { state -> UInt64 in
+        let (id, shuttingDown) = state.withLock { state -> (UInt64, Bool) in
             state.nextID += 1
+            state.count += 1
             state.sessions[sessionID, default: [:]][state.nextID] = Listener(continuation: continuation, wakeAt: wakeAt)
-            return state.nextID
+            return (state.nextID, state.shuttingDown)
         }
         let listener = ChannelListener(hub: self, sessionID: sessionID, id: id, signals: stream)
         continuation.onTermination = { [weak self] _ in self?.remove(sessionID: sessionID, id: id) }
+        // A channel opened during shutdown ends at once, the same way as the ones already open.
+        if shuttingDown { continuation.yield(.shutdown) }
         return listener
+    }
+
+    /// Number of channels listening on this instance.
+    var listenerCount: Int { state.withLock { $0.count } }
+
+    /// Tells every channel, and every one opened from now on, that the relay is shutting down.
+    func beginShutdown() {
+        let all = state.withLock { state in
+            state.shuttingDown = true
+            return state.sessions.values.flatMap { $0.values.map(\.continuation) }
+        }
+        for continuation in all { continuation.yield(.shutdown) }
+    }
+
+    /// Returns once no channel is listening, or when the task is cancelled.
+    func drained() async {
+        let waiterID = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { waiter in
+                let done = state.withLock { state in
+                    if state.count == 0 || Task.isCancelled { return true }
+                    state.drainWaiters[waiterID] = waiter
+                    return false
+                }
+                if done { waiter.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.drainWaiters.removeValue(forKey: waiterID) }?.resume()
+        }
     }
 
     func publish(sessionID: String, events: [SessionEvent]) {
@@ -74,10 +116,15 @@ final class ChannelHub: EventBus {
     }
 
     private func remove(sessionID: String, id: UInt64) {
-        state.withLock { state in
-            state.sessions[sessionID]?[id] = nil
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard state.sessions[sessionID]?.removeValue(forKey: id) != nil else { return [] }
             if state.sessions[sessionID]?.isEmpty == true { state.sessions[sessionID] = nil }
+            state.count -= 1
+            guard state.count == 0 else { return [] }
+            defer { state.drainWaiters = [:] }
+            return Array(state.drainWaiters.values)
         }
+        for waiter in waiters { waiter.resume() }
     }
 }
 

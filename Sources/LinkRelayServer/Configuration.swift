@@ -1,6 +1,7 @@
 import Foundation
 import LinkRelayCore
 import ProveAPI
+import ProveSandbox
 
 #if canImport(Glibc)
     import Glibc
@@ -34,21 +35,36 @@ public struct RelayConfiguration: Sendable {
     public var allowedOrigins: [String] = []
     public var prove = Prove.sandbox
     public var confirmOnPhone = false
-    public var limitsEnabled = true
-    public var trustedProxies: [String] = []
+    /// Who the confirm page says is asking (`--integrator-name`); the public URL's host when not set.
+    public var integratorName = ""
+    /// Rate and connection limits; nil with `--limits off`.
+    public var limits: Limits? = Limits()
+    public var trustedProxies: [IPNetwork] = []
+    /// The longest a shutdown waits for channels to go after telling them to reconnect.
+    public var drainTimeout: TimeInterval = 10
+    /// The circuit breaker around Prove: opens after this many failed calls in a row...
+    public var breakerFailures = 5
+    /// ...and lets one probe through after this many seconds.
+    public var breakerCooldown: TimeInterval = 10
+    /// Faults the embedded sandbox starts with (`--sandbox-fault`), as `ProveSandbox.parseFault` reads them.
+    public var sandboxFaults: [String] = []
     /// Where the Mustache pages are; found next to the working directory or the sources when nil.
     public var templatesDirectory: String?
 
     public init() {}
 
     /// The setting names of API.md, as `serve` flags without dashes, e.g. `public-url`.
-    public static let settings: [(flag: String, env: String)] = [
-        ("host", "LINKRELAY_HOST"), ("port", "LINKRELAY_PORT"), ("public-url", "LINKRELAY_PUBLIC_URL"),
-        ("store", "LINKRELAY_STORE"), ("hold", "LINKRELAY_HOLD"), ("api-key", "LINKRELAY_API_KEY"),
-        ("allowed-origin", "LINKRELAY_ALLOWED_ORIGINS"), ("prove", "LINKRELAY_PROVE"),
-        ("confirm-on-phone", "LINKRELAY_CONFIRM_ON_PHONE"), ("limits", "LINKRELAY_LIMITS"),
-        ("trusted-proxy", "LINKRELAY_TRUSTED_PROXIES"), ("templates", "LINKRELAY_TEMPLATES"),
-    ]
+    public static let settings: [(flag: String, env: String)] =
+        [
+            ("host", "LINKRELAY_HOST"), ("port", "LINKRELAY_PORT"), ("public-url", "LINKRELAY_PUBLIC_URL"),
+            ("store", "LINKRELAY_STORE"), ("hold", "LINKRELAY_HOLD"), ("api-key", "LINKRELAY_API_KEY"),
+            ("allowed-origin", "LINKRELAY_ALLOWED_ORIGINS"), ("prove", "LINKRELAY_PROVE"),
+            ("confirm-on-phone", "LINKRELAY_CONFIRM_ON_PHONE"), ("limits", "LINKRELAY_LIMITS"),
+            ("trusted-proxy", "LINKRELAY_TRUSTED_PROXIES"), ("templates", "LINKRELAY_TEMPLATES"),
+            ("integrator-name", "LINKRELAY_INTEGRATOR_NAME"), ("drain-timeout", "LINKRELAY_DRAIN_TIMEOUT"),
+            ("breaker-failures", "LINKRELAY_BREAKER_FAILURES"),
+            ("breaker-cooldown", "LINKRELAY_BREAKER_COOLDOWN"), ("sandbox-fault", "LINKRELAY_SANDBOX_FAULTS"),
+        ] + Limits.settings.map { ($0.flag, $0.env) }
 
     /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
     ///
@@ -123,14 +139,45 @@ public struct RelayConfiguration: Sendable {
             config.prove = .remote(baseURL: base, credentials: ProveCredentials(clientID: id, clientSecret: secret))
         }
         config.confirmOnPhone = try boolean(value("confirm-on-phone"), flag: "confirm-on-phone", default: false)
-        if let limits = value("limits") {
-            switch limits {
-            case "on": config.limitsEnabled = true
-            case "off": config.limitsEnabled = false
-            default: throw ConfigurationError("--limits: \"\(limits)\" is not on or off")
+        func number(_ flag: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+            guard let text = value(flag) else { return nil }
+            guard let number = Int(text), range.contains(number) else {
+                throw ConfigurationError(
+                    "--\(flag): \"\(text)\" must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return number
+        }
+        var limits = Limits()
+        for setting in Limits.settings {
+            if let given = try number(setting.flag, in: 1...1_000_000) { limits[keyPath: setting.field] = given }
+        }
+        config.limits = limits
+        if let enabled = value("limits") {
+            switch enabled {
+            case "on": break
+            case "off": config.limits = nil
+            default: throw ConfigurationError("--limits: \"\(enabled)\" is not on or off")
             }
         }
-        config.trustedProxies = list("trusted-proxy")
+        config.trustedProxies = try list("trusted-proxy").map { (text) throws(ConfigurationError) in
+            guard let network = IPNetwork(text) else {
+                throw ConfigurationError("--trusted-proxy: \"\(text)\" is not an IP address or network (10.0.0.0/8)")
+            }
+            return network
+        }
+        if let seconds = try number("drain-timeout", in: 0...600) { config.drainTimeout = TimeInterval(seconds) }
+        if let failures = try number("breaker-failures", in: 1...1000) { config.breakerFailures = failures }
+        if let seconds = try number("breaker-cooldown", in: 1...600) { config.breakerCooldown = TimeInterval(seconds) }
+        // Fault specs hold commas, so several are separated by semicolons in the environment.
+        config.sandboxFaults = (values("sandbox-fault") ?? []).flatMap { $0.split(separator: ";") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        for spec in config.sandboxFaults {
+            do {
+                _ = try ProveSandbox.parseFault(spec)
+            } catch {
+                throw ConfigurationError("--sandbox-fault: \(error)")
+            }
+        }
         config.templatesDirectory = value("templates")
 
         if config.port == 0 { config.port = try freePort(host: config.host) }
@@ -145,6 +192,14 @@ public struct RelayConfiguration: Sendable {
         if let violation = FinalTargetURL.validate(sample) {
             throw ConfigurationError(
                 "--public-url: links made from it break Prove's finalTargetUrl rules: \(violation)")
+        }
+        if let name = value("integrator-name") {
+            guard (1...80).contains(name.count) else {
+                throw ConfigurationError("--integrator-name: give 1 to 80 characters")
+            }
+            config.integratorName = name
+        } else {
+            config.integratorName = URLComponents(string: config.publicURL)?.host ?? config.publicURL
         }
         let origins = list("allowed-origin")
         config.allowedOrigins = origins.isEmpty ? [origin(of: config.publicURL)] : origins
@@ -207,6 +262,33 @@ public struct RelayConfiguration: Sendable {
                 bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
             }
         }
+    }
+}
+
+/// The rate and connection limits (API.md `--limits`), each with its own flag. Rates are token
+/// buckets: N per minute, with bursts of up to N.
+public struct Limits: Sendable, Equatable {
+    /// Landing requests (GET and POST) per client IP address, per minute.
+    public var landingPerIP = 60
+    /// Landing requests per link, per minute: a phone lands once or twice; more is a scanner or a guess.
+    public var landingPerLink = 20
+    /// `POST /v1/sessions` per API key, per minute.
+    public var createPerKey = 600
+    /// Channels open at once on one session.
+    public var channelsPerSession = 4
+    /// Channels open at once from one client IP address (IPv6: from one /64).
+    public var channelsPerIP = 100
+
+    public init() {}
+
+    static var settings: [(flag: String, env: String, field: WritableKeyPath<Limits, Int>)] {
+        [
+            ("limit-landing-per-ip", "LINKRELAY_LIMIT_LANDING_PER_IP", \.landingPerIP),
+            ("limit-landing-per-link", "LINKRELAY_LIMIT_LANDING_PER_LINK", \.landingPerLink),
+            ("limit-create-per-key", "LINKRELAY_LIMIT_CREATE_PER_KEY", \.createPerKey),
+            ("limit-channels-per-session", "LINKRELAY_LIMIT_CHANNELS_PER_SESSION", \.channelsPerSession),
+            ("limit-channels-per-ip", "LINKRELAY_LIMIT_CHANNELS_PER_IP", \.channelsPerIP),
+        ]
     }
 }
 

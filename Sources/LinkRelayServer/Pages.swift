@@ -36,14 +36,14 @@ struct Pages: Sendable {
     /// A page with the landing page's headers (API.md): nothing cached, no referrer, nothing framed.
     func render(
         _ template: String, _ values: [String: Any] = [:], status: HTTPResponse.Status = .ok,
-        extraCSP: String = ""
+        extraCSP: String = "", headers: HTTPFields = [:]
     ) -> Response {
         var values = values
         values["sandbox"] = sandbox
         let html = library.render(values, withTemplate: template) ?? "<!doctype html><title>LinkRelay</title>"
         return Response(
             status: status,
-            headers: Self.htmlHeaders(extraCSP: extraCSP),
+            headers: Self.htmlHeaders(extraCSP: extraCSP) + headers,
             body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 

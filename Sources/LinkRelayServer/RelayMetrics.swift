@@ -16,6 +16,8 @@ public final class RelayMetrics: ProveCallObserver {
     private let openChannels: [ChannelTransport: Gauge]
     private let proveCalls = Mutex<[String: Counter]>([:])
     private let proveLatency = Mutex<[String: DurationHistogram]>([:])
+    private let breakerOpen: Gauge
+    private let limitTrips: [LimitKind: Counter]
 
     public init() {
         sessionsCreated = registry.makeCounter(
@@ -59,7 +61,23 @@ public final class RelayMetrics: ProveCallObserver {
                     helpText: "Desktop channels open now, by transport"), labels: [("transport", transport.rawValue)])
         }
         openChannels = channels
+        breakerOpen = registry.makeGauge(
+            descriptor: .init(
+                metricName: "linkrelay_prove_breaker_open", unitName: "",
+                helpText: "1 while the circuit breaker around Prove is open or half-open, else 0"))
+        var trips: [LimitKind: Counter] = [:]
+        for kind in LimitKind.allCases {
+            trips[kind] = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_limit_trips_total", unitName: "",
+                    helpText: "Requests turned away with 429 by a rate or connection limit, by limit"),
+                labels: [("limit", kind.rawValue)])
+        }
+        limitTrips = trips
     }
+
+    func breakerChanged(open: Bool) { breakerOpen.set(Int64(open ? 1 : 0)) }
+    func limitTripped(_ kind: LimitKind) { limitTrips[kind]?.increment() }
 
     func landingAccepted() { landingsAccepted.increment() }
     func landingRepeated() { landingsRepeated.increment() }
@@ -105,6 +123,15 @@ enum LandingRejection: String, CaseIterable, Sendable {
     case unknown
     case expired
     case alreadyUsed = "already_used"
+}
+
+/// Which limit turned a request away; the label of `linkrelay_limit_trips_total`.
+enum LimitKind: String, CaseIterable, Sendable {
+    case landingPerIP = "landing_per_ip"
+    case landingPerLink = "landing_per_link"
+    case createPerKey = "create_per_key"
+    case channelsPerSession = "channels_per_session"
+    case channelsPerIP = "channels_per_ip"
 }
 
 enum ChannelTransport: String, CaseIterable, Sendable {

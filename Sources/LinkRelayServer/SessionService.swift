@@ -104,7 +104,7 @@ final class SessionService: Sendable {
             id: id, linkKey: linkKey, channelToken: Secrets.token(length: 32), createdAt: now, expiresAt: expiresAt,
             correlationId: response.correlationId, authToken: response.authToken, clientRequestId: clientRequestId,
             phoneNumber: request.phoneNumber, finalTargetUrl: finalTargetUrl, idempotencyKey: idempotencyKey,
-            requestFingerprint: request.fingerprint)
+            requestFingerprint: request.fingerprint, desktopIPAddress: request.ipAddress)
         let event = session.record(.waiting(expiresAt: expiresAt), at: now)
         try await store.insert(session, event: event)
         bus.publish(sessionID: id, events: [event])
@@ -119,6 +119,8 @@ final class SessionService: Sendable {
     enum LandingResult: Sendable {
         /// A valid landing on a live session: `tapped` was emitted the first time, the verifier asked.
         case accepted(Session)
+        /// Confirm mode: the page asks the person on the phone; nothing has changed.
+        case awaitingConfirmation(Session)
         /// The session is terminal and this authId was seen before: show the final page again.
         case finalPage(Session)
         case unknown
@@ -126,15 +128,21 @@ final class SessionService: Sendable {
         case alreadyUsed
     }
 
-    func land(linkKey: String, parameters: LandingParameters) async throws -> LandingResult {
+    /// A landing that counts as the tap: the GET without `--confirm-on-phone`, else the confirm POST.
+    ///
+    /// Without confirm mode every valid landing asks Prove again (API.md); a confirm POST counts once:
+    /// on a session already tapped it changes nothing.
+    func land(linkKey: String, parameters: LandingParameters, confirming: Bool = false) async throws
+        -> LandingResult
+    {
         var result = LandingResult.unknown
         let changed = try await mutate(.linkKey(linkKey)) { session, now in
-            if session.state == .expired || (!session.state.isTerminal && session.isPastHold(at: now)) {
-                result = .expired
+            if let ended = Self.closedLanding(session, parameters, now) {
+                result = ended
                 return nil
             }
-            if session.state.isTerminal {
-                result = session.seenAuthIds.contains(parameters.authId) ? .finalPage(session) : .alreadyUsed
+            if confirming, session.state == .tapped {
+                result = session.seenAuthIds.contains(parameters.authId) ? .accepted(session) : .alreadyUsed
                 return nil
             }
             var events: [SessionEvent.Kind] = []
@@ -148,6 +156,46 @@ final class SessionService: Sendable {
             verifications.kick(session.id)
         }
         return result
+    }
+
+    /// What a landing would show, changing nothing: the confirm page's GET (and every HEAD).
+    func inspectLanding(linkKey: String, parameters: LandingParameters) async throws -> LandingResult {
+        guard let session = try await store.session(linkKey: linkKey) else { return .unknown }
+        if let ended = Self.closedLanding(session, parameters, clock.now()) { return ended }
+        if session.seenAuthIds.contains(parameters.authId) { return .accepted(session) }
+        return session.state == .waiting ? .awaitingConfirmation(session) : .alreadyUsed
+    }
+
+    /// "Not me" on the confirm page: ends the session with `cancelled` (reason `rejected`).
+    func reject(linkKey: String, parameters: LandingParameters) async throws -> LandingResult {
+        var result = LandingResult.unknown
+        let changed = try await mutate(.linkKey(linkKey)) { session, now in
+            if let ended = Self.closedLanding(session, parameters, now) {
+                result = ended
+                return nil
+            }
+            if !session.seenAuthIds.contains(parameters.authId) { session.seenAuthIds.append(parameters.authId) }
+            return [.cancelled(reason: .rejected)]
+        }
+        if let session = changed {
+            result = .finalPage(session)
+            metrics.sessionEnded("cancelled")
+            logger.info("Session rejected on the phone", metadata: ["session": .string(session.id)])
+        }
+        return result
+    }
+
+    /// The answer to a landing on a session that can no longer change; nil while it can.
+    private static func closedLanding(_ session: Session, _ parameters: LandingParameters, _ now: Date)
+        -> LandingResult?
+    {
+        if session.state == .expired || (!session.state.isTerminal && session.isPastHold(at: now)) {
+            return .expired
+        }
+        if session.state.isTerminal {
+            return session.seenAuthIds.contains(parameters.authId) ? .finalPage(session) : .alreadyUsed
+        }
+        return nil
     }
 
     // MARK: - endings
@@ -168,12 +216,27 @@ final class SessionService: Sendable {
     }
 
     /// Ends a session whose hold has passed. Does nothing before that or once it has ended.
+    ///
+    /// A tapped session whose result Prove did not deliver in time (Prove unreachable, or still
+    /// `pending`) ends `failed`, with the last reason the verifier saw; an untapped one `expired`.
     func expire(sessionID: String) async throws {
+        let problem = verifications.lastProblem(sessionID)
         let session = try await mutate(.id(sessionID)) { session, now in
             guard !session.state.isTerminal, session.isPastHold(at: now) else { return nil }
-            return [.expired]
+            guard session.verificationPending else { return [.expired] }
+            session.result = SessionResult(
+                outcome: .failed, success: "false",
+                reason: "No result from Prove before the hold ended: " + (problem ?? "Prove still said pending"))
+            return [.result(.failed)]
         }
-        if session != nil {
+        verifications.forget(sessionID)
+        guard let session else { return }
+        if let result = session.result {
+            metrics.sessionEnded(result.outcome.rawValue)
+            logger.warning(
+                "Session failed at the end of its hold",
+                metadata: ["session": .string(sessionID), "reason": .string(result.reason ?? "")])
+        } else {
             metrics.expirations.increment()
             metrics.sessionEnded("expired")
             logger.info("Session expired", metadata: ["session": .string(sessionID)])
@@ -186,7 +249,7 @@ final class SessionService: Sendable {
         let session = try await mutate(.id(sessionID)) { session, _ in
             found = true
             guard !session.state.isTerminal else { return nil }
-            return [.cancelled]
+            return [.cancelled()]
         }
         guard found else { throw Problem.notFound("No session with this id.") }
         guard let session else { throw Problem.conflict("The session has already ended.") }
@@ -233,11 +296,13 @@ final class SessionService: Sendable {
     }
 }
 
-/// Sessions the verifier should ask Prove about, and the ones it is asking about now.
+/// Sessions the verifier should ask Prove about, the ones it is asking about now, and why the last
+/// attempt for each failed.
 final class VerificationQueue: Sendable {
     let stream: AsyncStream<String>
     private let continuation: AsyncStream<String>.Continuation
     private let running = Mutex<Set<String>>([])
+    private let problems = Mutex<[String: String]>([:])
 
     init() { (stream, continuation) = AsyncStream.makeStream() }
 
@@ -247,6 +312,13 @@ final class VerificationQueue: Sendable {
     func begin(_ sessionID: String) -> Bool { running.withLock { $0.insert(sessionID).inserted } }
 
     func end(_ sessionID: String) { _ = running.withLock { $0.remove(sessionID) } }
+
+    /// Remembers why asking Prove failed, for the reason of a session that fails at the end of its hold.
+    func noteProblem(_ sessionID: String, _ problem: String) { problems.withLock { $0[sessionID] = problem } }
+
+    func lastProblem(_ sessionID: String) -> String? { problems.withLock { $0[sessionID] } }
+
+    func forget(_ sessionID: String) { _ = problems.withLock { $0.removeValue(forKey: sessionID) } }
 }
 
 /// Hold ends the expiry sweeper waits for, earliest first.

@@ -17,6 +17,17 @@ public enum ProveClientError: Error, Sendable, Equatable {
     case unavailable(reason: String)
 }
 
+extension ProveClientError: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .rejected(let status, let body):
+            "Prove rejected the request with \(status)" + (body?.code.map { " (code \($0))" } ?? "")
+        case .unavailable(let reason):
+            "Prove unavailable: \(reason)"
+        }
+    }
+}
+
 /// Observes every HTTP attempt, e.g. for metrics.
 public protocol ProveCallObserver: Sendable {
     /// - Parameters:

@@ -44,19 +44,48 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "sandbox, uat, prod or a base URL (LINKRELAY_PROVE, default sandbox).") var prove: String?
     @Flag(help: "The landing GET only shows a page; its POST counts as the tap (LINKRELAY_CONFIRM_ON_PHONE).")
     var confirmOnPhone = false
+    @Option(help: "Who the confirm page says is asking (LINKRELAY_INTEGRATOR_NAME, default the public URL's host).")
+    var integratorName: String?
     @Option(help: "on, or off to lift every rate and connection limit (LINKRELAY_LIMITS).") var limits: String?
     @Option(help: "Peer whose X-Forwarded-For names the client; repeatable (LINKRELAY_TRUSTED_PROXIES).")
     var trustedProxy: [String] = []
+    @Option(help: "Landings per client IP per minute (LINKRELAY_LIMIT_LANDING_PER_IP, default 60).")
+    var limitLandingPerIp: String?
+    @Option(help: "Landings per link per minute (LINKRELAY_LIMIT_LANDING_PER_LINK, default 20).")
+    var limitLandingPerLink: String?
+    @Option(help: "Session creations per API key per minute (LINKRELAY_LIMIT_CREATE_PER_KEY, default 600).")
+    var limitCreatePerKey: String?
+    @Option(help: "Channels open at once per session (LINKRELAY_LIMIT_CHANNELS_PER_SESSION, default 4).")
+    var limitChannelsPerSession: String?
+    @Option(help: "Channels open at once per client IP (LINKRELAY_LIMIT_CHANNELS_PER_IP, default 100).")
+    var limitChannelsPerIp: String?
+    @Option(help: "Seconds a shutdown waits for channels to go (LINKRELAY_DRAIN_TIMEOUT, default 10).")
+    var drainTimeout: String?
+    @Option(help: "Failed Prove calls in a row that open the breaker (LINKRELAY_BREAKER_FAILURES, default 5).")
+    var breakerFailures: String?
+    @Option(help: "Seconds the open breaker fails fast before a probe (LINKRELAY_BREAKER_COOLDOWN, default 10).")
+    var breakerCooldown: String?
+    @Option(
+        help:
+            "A fault for the embedded sandbox, e.g. unify-status:error=1,status=503; repeatable (LINKRELAY_SANDBOX_FAULTS, ;-separated)."
+    )
+    var sandboxFault: [String] = []
     @Option(help: "Directory of the Mustache templates (LINKRELAY_TEMPLATES, default ./templates).")
     var templates: String?
 
     func run() async throws {
         var flags: [String: [String]] = [
             "api-key": apiKey, "allowed-origin": allowedOrigin, "trusted-proxy": trustedProxy,
+            "sandbox-fault": sandboxFault,
         ]
         for (name, value) in [
             ("host", host), ("port", port), ("public-url", publicURL), ("store", store), ("hold", hold),
-            ("prove", prove), ("limits", limits), ("templates", templates),
+            ("prove", prove), ("limits", limits), ("templates", templates), ("drain-timeout", drainTimeout),
+            ("integrator-name", integratorName),
+            ("breaker-failures", breakerFailures), ("breaker-cooldown", breakerCooldown),
+            ("limit-landing-per-ip", limitLandingPerIp), ("limit-landing-per-link", limitLandingPerLink),
+            ("limit-create-per-key", limitCreatePerKey), ("limit-channels-per-session", limitChannelsPerSession),
+            ("limit-channels-per-ip", limitChannelsPerIp),
         ] {
             if let value { flags[name] = [value] }
         }
@@ -86,7 +115,7 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw refuse("cannot start: \(error)")
         }
-        try await relay.application.runService()
+        try await relay.serviceGroup(logger: logger).run()
     }
 }
 
@@ -114,10 +143,22 @@ struct Sandbox: AsyncParsableCommand {
     @Option(help: "Listen port.") var port = 8090
     @Option(help: "Base of the links in the simulated text messages (default http://HOST:PORT).")
     var publicURL: String?
+    @Option(help: "A fault to inject, e.g. unify-status:error=1,status=503 (repeatable; see the README).")
+    var fault: [String] = []
 
     func run() async throws {
+        var faults: [(String, SandboxFault)] = []
+        for spec in fault {
+            do {
+                faults.append(try ProveSandbox.parseFault(spec))
+            } catch {
+                throw refuse("--fault: \(error)")
+            }
+        }
         let logger = makeLogger("linkrelay.sandbox")
-        let application = buildSandboxApplication(host: host, port: port, publicBaseURL: publicURL, logger: logger)
-        try await application.runService()
+        let sandbox = ProveSandbox(
+            publicBaseURL: publicURL ?? "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")
+        for (endpoint, fault) in faults { try await sandbox.setFault(fault, for: endpoint) }
+        try await buildSandboxApplication(sandbox: sandbox, host: host, port: port, logger: logger).runService()
     }
 }

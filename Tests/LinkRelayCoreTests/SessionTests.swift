@@ -78,7 +78,7 @@ struct SessionTests {
 
     @Test(arguments: [
         (SessionEvent.Kind.expired, SessionState.expired),
-        (.cancelled, .cancelled),
+        (.cancelled(), .cancelled),
     ])
     func expiryAndCancellationFromWaiting(_ kind: SessionEvent.Kind, _ expected: SessionState) {
         var session = Self.makeSession()
@@ -95,7 +95,7 @@ struct SessionTests {
 
     @Test(arguments: [
         (SessionEvent.Kind.expired, SessionState.expired),
-        (.cancelled, .cancelled),
+        (.cancelled(), .cancelled),
     ])
     func expiryAndCancellationFromTapped(_ kind: SessionEvent.Kind, _ expected: SessionState) {
         var session = Self.makeSession()
@@ -134,7 +134,7 @@ struct SessionTests {
     @Test func recordKeepsTheGivenTime() {
         var session = Self.makeSession()
         let at = Self.created.addingTimeInterval(42.5)
-        #expect(session.record(.cancelled, at: at).at == at)
+        #expect(session.record(.cancelled(), at: at).at == at)
     }
 
     @Test func isPastHold() {
@@ -177,7 +177,7 @@ struct SessionTests {
         (.result(.failed), true),
         (.result(.possessionRequired), true),
         (.expired, true),
-        (.cancelled, true),
+        (.cancelled(), true),
     ])
     func eventKindIsTerminal(_ kind: SessionEvent.Kind, _ terminal: Bool) {
         #expect(kind.isTerminal == terminal)
@@ -220,7 +220,7 @@ struct SessionTests {
         SessionEvent(seq: 3, kind: .result(.failed), at: at),
         SessionEvent(seq: 3, kind: .result(.possessionRequired), at: at),
         SessionEvent(seq: 4, kind: .expired, at: at),
-        SessionEvent(seq: 5, kind: .cancelled, at: at),
+        SessionEvent(seq: 5, kind: .cancelled(), at: at),
     ]
 
     static func encoder() -> JSONEncoder {
@@ -261,7 +261,8 @@ struct SessionTests {
             case .waiting: ["expiresAt"]
             case .tapped: ["asc"]
             case .result: ["outcome"]
-            case .expired, .cancelled: []
+            case .cancelled: ["reason"]
+            case .expired: []
             }
         #expect(Set(object.keys) == Set(["seq", "type", "at"]).union(extra))
         #expect(object["seq"] as? Int == event.seq)

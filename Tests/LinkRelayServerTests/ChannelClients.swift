@@ -97,20 +97,42 @@ struct RawWebSocket {
     var events: [WireEvent] = []
     var closeCode: Int?
 
-    static func open(_ url: String) async throws -> RawWebSocket {
+    /// The handshake's response head, as text.
+    var head = ""
+
+    /// Opens `url`, sends `frames` (raw bytes, see `clientFrame`) straight after the handshake, and
+    /// reads until the server's close frame (or until the server closes the connection).
+    static func open(_ url: String, headers: String = "", frames: [UInt8] = []) async throws -> RawWebSocket {
         let components = try #require(URLComponents(string: url))
         let port = try #require(components.port)
         let target = components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
-        let bytes = try await rawExchangeBytes(
-            port: port,
+        let handshake =
             "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
-                + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+            + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\(headers)\r\n"
+        let bytes = try await rawExchangeBytes(port: port, Array(handshake.utf8) + frames) { received in
+            (try? RawWebSocket(bytes: received))?.closeCode != nil
+        }
         return try RawWebSocket(bytes: bytes)
+    }
+
+    /// A client frame: masked unless told otherwise, as RFC 6455 requires of clients.
+    static func clientFrame(opcode: UInt8, _ payload: [UInt8], fin: Bool = true, masked: Bool = true) -> [UInt8] {
+        var frame: [UInt8] = [(fin ? 0x80 : 0) | opcode]
+        let maskBit: UInt8 = masked ? 0x80 : 0
+        switch payload.count {
+        case ..<126: frame.append(maskBit | UInt8(payload.count))
+        case ..<65536: frame += [maskBit | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        default: frame += [maskBit | 127] + (0..<8).reversed().map { UInt8((payload.count >> ($0 * 8)) & 0xFF) }
+        }
+        guard masked else { return frame + payload }
+        let key: [UInt8] = [0x37, 0xFA, 0x21, 0x3D]
+        return frame + key + payload.enumerated().map { $0.element ^ key[$0.offset % 4] }
     }
 
     init(bytes: [UInt8]) throws {
         upgraded = bytes.starts(with: Array("HTTP/1.1 101".utf8))
         guard upgraded, let end = Self.headerEnd(bytes) else { return }
+        head = String(decoding: bytes[..<end], as: UTF8.self)
         var index = end
         while index + 2 <= bytes.count {
             let opcode = bytes[index] & 0x0F
@@ -141,20 +163,23 @@ struct RawWebSocket {
 
 /// Sends `request` on a new loopback connection and returns what the server wrote until it closed.
 func rawExchange(port: Int, _ request: String) async throws -> String {
-    String(decoding: try await rawExchangeBytes(port: port, request), as: UTF8.self)
+    String(decoding: try await rawExchangeBytes(port: port, Array(request.utf8)), as: UTF8.self)
 }
 
-/// `rawExchange`, as bytes (WebSocket frames are not text). The blocking socket calls run on a
-/// Dispatch thread: blocking one of Swift's few cooperative threads could starve the server under test.
-func rawExchangeBytes(port: Int, _ request: String) async throws -> [UInt8] {
+/// `rawExchange`, as bytes (WebSocket frames are not text), reading until the server closes or
+/// `done` says enough arrived. The blocking socket calls run on a Dispatch thread: blocking one of
+/// Swift's few cooperative threads could starve the server under test.
+func rawExchangeBytes(
+    port: Int, _ request: [UInt8], until done: @escaping @Sendable ([UInt8]) -> Bool = { _ in false }
+) async throws -> [UInt8] {
     try await withCheckedThrowingContinuation { continuation in
         DispatchQueue.global().async {
-            continuation.resume(with: Result { try blockingExchange(port: port, request) })
+            continuation.resume(with: Result { try blockingExchange(port: port, request, until: done) })
         }
     }
 }
 
-private func blockingExchange(port: Int, _ request: String) throws -> [UInt8] {
+private func blockingExchange(port: Int, _ request: [UInt8], until done: ([UInt8]) -> Bool) throws -> [UInt8] {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
@@ -169,10 +194,10 @@ private func blockingExchange(port: Int, _ request: String) throws -> [UInt8] {
     try #require(connected == 0)
     var timeout = timeval(tv_sec: 10, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    _ = request.utf8CString.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count - 1, 0) }
+    _ = request.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count, 0) }
     var received = [UInt8]()
     var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
+    while !done(received) {
         let count = recv(fd, &buffer, buffer.count, 0)
         if count <= 0 { break }
         received += buffer[0..<count]

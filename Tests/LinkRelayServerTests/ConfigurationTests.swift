@@ -42,8 +42,10 @@ struct ConfigurationTests {
         #expect(config.publicURL == "http://127.0.0.1:8080")
         #expect(config.allowedOrigins == ["http://127.0.0.1:8080"])
         #expect(!config.confirmOnPhone)
-        #expect(config.limitsEnabled)
+        #expect(config.limits == Limits())
         #expect(config.trustedProxies.isEmpty)
+        #expect(config.drainTimeout == 10)
+        #expect(config.integratorName == "127.0.0.1")
     }
 
     @Test("The default public URL follows host and port")
@@ -80,8 +82,8 @@ struct ConfigurationTests {
         #expect(!config.apiKeyGenerated)
         #expect(config.allowedOrigins == ["https://app.example"])
         #expect(config.confirmOnPhone)
-        #expect(!config.limitsEnabled)
-        #expect(config.trustedProxies == ["10.0.0.1"])
+        #expect(config.limits == nil)
+        #expect(config.trustedProxies.map(\.description) == ["10.0.0.1/32"])
     }
 
     @Test("Flags win over the environment")
@@ -101,7 +103,7 @@ struct ConfigurationTests {
         #expect(config.holdSeconds == 30)
         #expect(config.apiKeys == [Self.key2])
         #expect(config.allowedOrigins == ["https://flag.example"])
-        #expect(config.limitsEnabled)
+        #expect(config.limits != nil)
         #expect(config.publicURL == "http://flag.example:1")
     }
 
@@ -119,7 +121,7 @@ struct ConfigurationTests {
         ])
         #expect(fromFlags.apiKeys == [Self.key1, Self.key2, Self.key3])
         #expect(fromFlags.allowedOrigins == ["https://a.example", "https://b.example", "https://c.example"])
-        #expect(fromFlags.trustedProxies == ["10.0.0.1", "10.0.0.2"])
+        #expect(fromFlags.trustedProxies.map(\.description) == ["10.0.0.1/32", "10.0.0.2/32"])
 
         let fromEnvironment = try resolve(
             [:],
@@ -130,7 +132,47 @@ struct ConfigurationTests {
             ])
         #expect(fromEnvironment.apiKeys == [Self.key1, Self.key2])
         #expect(fromEnvironment.allowedOrigins == ["https://a.example", "https://b.example"])
-        #expect(fromEnvironment.trustedProxies == ["10.0.0.1", "10.0.0.2"])
+        #expect(fromEnvironment.trustedProxies.map(\.description) == ["10.0.0.1/32", "10.0.0.2/32"])
+    }
+
+    @Test("Each limit has its own flag and environment variable")
+    func limitFlags() throws {
+        let config = try resolve(
+            [
+                "limit-landing-per-ip": ["7"], "limit-landing-per-link": ["3"], "limit-create-per-key": ["50"],
+                "trusted-proxy": ["10.0.0.0/8", "fd00::/8"], "drain-timeout": ["25"], "integrator-name": ["Acme Bank"],
+            ],
+            ["LINKRELAY_LIMIT_CHANNELS_PER_SESSION": "2", "LINKRELAY_LIMIT_CHANNELS_PER_IP": "9"])
+        var expected = Limits()
+        expected.landingPerIP = 7
+        expected.landingPerLink = 3
+        expected.createPerKey = 50
+        expected.channelsPerSession = 2
+        expected.channelsPerIP = 9
+        #expect(config.limits == expected)
+        #expect(config.trustedProxies.map(\.description) == ["10.0.0.0/8", "fd00::/8"])
+        #expect(config.drainTimeout == 25)
+        #expect(config.integratorName == "Acme Bank")
+    }
+
+    @Test(
+        "Bad hardening settings stop start-up with one line",
+        arguments: [
+            (["limit-landing-per-ip": ["0"]], "--limit-landing-per-ip"),
+            (["limit-channels-per-ip": ["many"]], "--limit-channels-per-ip"),
+            (["trusted-proxy": ["proxy.example"]], "--trusted-proxy"),
+            (["trusted-proxy": ["10.0.0.0/33"]], "--trusted-proxy"),
+            (["drain-timeout": ["-1"]], "--drain-timeout"),
+            (["breaker-failures": ["0"]], "--breaker-failures"),
+            (["sandbox-fault": ["unify:explode"]], "--sandbox-fault"),
+        ])
+    func badHardeningSettings(_ flags: [String: [String]], _ named: String) {
+        #expect {
+            try resolve(flags)
+        } throws: { error in
+            let line = (error as? ConfigurationError)?.description ?? ""
+            return line.hasPrefix(named) && !line.contains("\n")
+        }
     }
 
     @Test("--prove uat with credentials resolves to Prove's UAT base URL")

@@ -117,12 +117,14 @@ struct TestRelay {
     ///
     /// Tests run in parallel, so the free port a relay picked can be taken before it binds; then the
     /// relay is built again on another port (up to 5 times).
+    ///
+    /// `flags` are `serve` flags without dashes, e.g. `["limits": ["off"]]`.
     static func run(
         store: String = "memory", hold: Int? = nil, clock: any RelayClock = SystemClock(),
-        _ body: (TestRelay) async throws -> Void
+        flags: [String: [String]] = [:], _ body: (TestRelay) async throws -> Void
     ) async throws {
         for attempt in 1...5 {
-            if try await runOnce(store: store, hold: hold, clock: clock, body) { return }
+            if try await runOnce(store: store, hold: hold, clock: clock, flags: flags, body) { return }
             FileHandle.standardError.write(Data("the relay did not start (attempt \(attempt)); another port\n".utf8))
         }
         Issue.record("the relay did not start in 5 attempts")
@@ -132,18 +134,19 @@ struct TestRelay {
 
     /// False when the server could not start (its port was taken meanwhile).
     private static func runOnce(
-        store: String, hold: Int?, clock: any RelayClock, _ body: (TestRelay) async throws -> Void
+        store: String, hold: Int?, clock: any RelayClock, flags extra: [String: [String]],
+        _ body: (TestRelay) async throws -> Void
     ) async throws -> Bool {
         let logs = LogCapture()
         let logger = logs.logger()
         var flags: [String: [String]] = ["port": ["0"], "store": [store], "api-key": [apiKey]]
+        flags.merge(extra) { $1 }
         if let hold { flags["hold"] = [String(hold)] }
         var configuration = try RelayConfiguration.resolve(flags: flags, environment: [:])
         // WSClient, unlike a browser, sends the WebSocket URL's own scheme and host as its Origin.
         configuration.allowedOrigins.append("ws://127.0.0.1")
         let relay = try await buildLinkRelay(configuration, logger: logger, clock: clock)
-        let group = ServiceGroup(
-            configuration: .init(services: [relay.application], gracefulShutdownSignals: [], logger: logger))
+        let group = relay.serviceGroup(handlingSignals: false, logger: logger)
         var started = false
         do {
             try await withThrowingTaskGroup(of: Bool.self) { tasks in
@@ -158,7 +161,8 @@ struct TestRelay {
                 // Either the server runs, or the group ended (or threw) because it could not start.
                 guard try await tasks.next() == true else { throw StartFailure() }
                 started = true
-                let test = TestRelay(relay: relay, base: configuration.publicURL, logs: logs)
+                // Requests go to the listening port even when the public URL names another (https) origin.
+                let test = TestRelay(relay: relay, base: "http://127.0.0.1:\(configuration.port)", logs: logs)
                 do {
                     try await body(test)
                 } catch {

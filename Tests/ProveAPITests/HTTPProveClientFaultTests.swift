@@ -35,7 +35,7 @@ import Testing
                     baseURL: baseURL,
                     credentials: .init(clientID: "id", clientSecret: "secret"),
                     httpClient: http,
-                    retry: RetryPolicy(attemptTimeout: .seconds(1), sleep: sleeper.sleep, random: { 0.5 }),
+                    retry: RetryPolicy(attemptTimeout: .seconds(3), sleep: sleeper.sleep, random: { 0.5 }),
                     logger: quietLogger()
                 )
                 .unifyStatus(.init(correlationId: "c-1"), deadline: deadline(600))

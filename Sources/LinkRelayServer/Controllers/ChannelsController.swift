@@ -9,11 +9,14 @@ struct ChannelsController {
     let service: SessionService
     let hub: ChannelHub
     let allowedOrigins: Set<String>
+    let limits: RequestLimits
     /// SSE keep-alive comments are written at least this often.
     var keepAliveInterval: TimeInterval = 15
 
     static let defaultPollTimeout = 25
     static let maximumPollTimeout = 55
+    /// The largest WebSocket frame, and message, a desktop may send (the relay expects none).
+    static let maximumMessageSize = 4096
 
     func addRoutes(to router: Router<RelayContext>, webSocketRouter: Router<RelayContext>) {
         router.get("v1/sessions/:id/events", use: serverSentEvents)
@@ -23,9 +26,18 @@ struct ChannelsController {
             router.on(RouterPath(stringLiteral: path), method: .options, use: preflight)
         }
         webSocketRouter.ws("v1/sessions/:id/ws") { request, context in
-            _ = try await authorize(request, context)
+            let session = try await authorize(request, context)
+            // Hummingbird answers every refused upgrade with 400, whatever the reason.
+            guard limits.channelFits(sessionID: session.id, request, context) else { return .dontUpgrade }
             return .upgrade([:])
         } onUpgrade: { inbound, outbound, context in
+            let id = try context.requestContext.parameters.require("id")
+            guard let slot = limits.openChannel(sessionID: id, context.request, context.requestContext) else {
+                // Another channel took the last place since the check before the upgrade.
+                try await outbound.close(.policyViolation, reason: "Too many channels")
+                return
+            }
+            defer { slot.release() }
             try await streamWebSocket(inbound: inbound, outbound: outbound, context: context)
         }
     }
@@ -102,13 +114,16 @@ struct ChannelsController {
         }
         let listener = feed.listener
         try await withThrowingTaskGroup(of: Void.self) { group in
-            // Reading inbound lets the server answer pings and notice the client closing.
+            // Reading inbound answers pings, notices the client closing and holds the client to the caps:
+            // a frame or message over `maximumMessageSize` closes with 1009, an unmasked frame with 1002,
+            // a text message that is not UTF-8 with 1007 (the error thrown here carries the code).
             group.addTask {
-                for try await _ in inbound {}
-                listener.finish()
+                defer { listener.finish() }
+                for try await _ in inbound.messages(maxSize: Self.maximumMessageSize) {}
             }
             var events = try await feed.replay()
-            while true {
+            var closedByRelay = true
+            streaming: while true {
                 for event in events {
                     try await outbound.write(.text(String(decoding: RelayJSON.data(event), as: UTF8.self)))
                 }
@@ -116,10 +131,26 @@ struct ChannelsController {
                     try await outbound.close(.normalClosure, reason: nil)
                     break
                 }
-                guard case .events(let next) = await feed.next() else { break }
-                events = next
+                switch await feed.next() {
+                case .events(let next):
+                    events = next
+                case .tick:
+                    events = []
+                case .shutdown:
+                    // 1012 Service Restart: the client reconnects with `?after=` (API.md).
+                    try await outbound.close(.unknown(1012), reason: "Service Restart")
+                    break streaming
+                case .ended:
+                    closedByRelay = false
+                    break streaming
+                }
             }
-            group.cancelAll()
+            if closedByRelay {
+                group.cancelAll()
+                try? await group.waitForAll()
+            } else {
+                try await group.waitForAll()
+            }
         }
     }
 
@@ -128,10 +159,15 @@ struct ChannelsController {
     @Sendable func serverSentEvents(_ request: Request, context: RelayContext) async throws -> Response {
         let session = try await authorize(request, context)
         let after = try cursor(request)
+        guard let slot = limits.openChannel(sessionID: session.id, request, context) else {
+            return RequestLimits.tooManyRequests()
+        }
         var headers = corsHeaders(request)
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
         headers[.init("X-Accel-Buffering")!] = "no"
+        // Watching for the client going away consumes the connection: it cannot carry another request.
+        headers[.connection] = "close"
         let hub = self.hub
         let service = self.service
         let keepAlive = keepAliveInterval
@@ -144,6 +180,7 @@ struct ChannelsController {
                 service.metrics.channelOpened(.sse)
                 defer {
                     listener.finish()
+                    slot.release()
                     service.metrics.channelClosed(.sse)
                 }
                 try await request.body.consumeWithInboundCloseHandler { _ in
@@ -166,6 +203,11 @@ struct ChannelsController {
                             try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
                             listener.wake(at: now.addingTimeInterval(keepAlive))
                             events = []
+                        case .shutdown:
+                            // The browser reconnects with Last-Event-ID after this many milliseconds,
+                            // spread so that a restart is not met by every client at once.
+                            try await writer.write(ByteBuffer(string: "retry: \(Int.random(in: 1000...5000))\n\n"))
+                            return
                         case .ended:
                             return
                         }
@@ -195,6 +237,10 @@ struct ChannelsController {
             }
             timeout = value
         }
+        guard let slot = limits.openChannel(sessionID: session.id, request, context) else {
+            return RequestLimits.tooManyRequests()
+        }
+        defer { slot.release() }
         let listener = hub.listen(
             sessionID: session.id, wakeAt: service.clock.now().addingTimeInterval(TimeInterval(timeout)))
         var feed = EventFeed(store: service.store, listener: listener, cursor: after)
@@ -230,6 +276,7 @@ struct EventFeed {
     enum Step: Sendable {
         case events([SessionEvent])
         case tick(Date)
+        case shutdown
         case ended
     }
 
@@ -258,6 +305,8 @@ struct EventFeed {
             switch signal {
             case .tick(let now):
                 return .tick(now)
+            case .shutdown:
+                return .shutdown
             case .events(let events):
                 var fresh = events.filter { $0.seq > cursor }
                 guard let first = fresh.first else { continue }

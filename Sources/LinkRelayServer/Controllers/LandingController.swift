@@ -2,37 +2,130 @@ import Foundation
 import Hummingbird
 import LinkRelayCore
 
-/// `GET /l/{key}?asc=…&authId=…`: where the phone's browser lands after the Instant Link.
+/// `/l/{key}?asc=…&authId=…`: where the phone's browser lands after the Instant Link.
+///
+/// Without `--confirm-on-phone` the GET counts as the tap (API.md). With it, the GET only shows who
+/// is asking and two buttons, and the page's POST counts: link scanners and previews, which GET (and
+/// HEAD) links, change nothing. A HEAD never changes anything in either mode.
 struct LandingController {
     let service: SessionService
     let pages: Pages
+    let limits: RequestLimits
+    let confirmOnPhone: Bool
+    let integratorName: String
+    let publicOrigin: String
+
+    /// The largest confirm form the relay reads (`choice=confirm`).
+    static let maximumFormSize = 256
 
     func addRoutes(to router: Router<RelayContext>) {
-        router.get("l/:key", use: land)
+        router.get("l/:key", use: show)
+        router.head("l/:key", use: head)
+        router.post("l/:key", use: answer)
     }
 
-    @Sendable func land(_ request: Request, context: RelayContext) async throws -> Response {
-        let metrics = service.metrics
+    private enum Checked {
+        case landing(key: String, parameters: LandingParameters)
+        /// The page that turns the request away.
+        case refused(Response)
+    }
+
+    /// The limits, the strict query and the key's shape, checked before any lookup.
+    private func check(_ request: Request, _ context: RelayContext) throws -> Checked {
+        let key = try context.parameters.require("key")
+        guard limits.allowLanding(request, context, linkKey: key) else {
+            return .refused(pages.render("error-busy", status: .tooManyRequests))
+        }
+        guard case .success(let parameters) = LandingParameters.parse(query: request.uri.query) else {
+            service.metrics.landingRejected(.badLink)
+            return .refused(pages.render("error-bad-link", status: .badRequest))
+        }
+        guard key.utf8.count == SessionService.linkKeyLength else {
+            service.metrics.landingRejected(.unknown)
+            return .refused(pages.render("error-unknown", status: .notFound))
+        }
+        return .landing(key: key, parameters: parameters)
+    }
+
+    @Sendable func show(_ request: Request, context: RelayContext) async throws -> Response {
+        let key: String
         let parameters: LandingParameters
-        switch LandingParameters.parse(query: request.uri.query) {
-        case .success(let parsed):
-            parameters = parsed
-        case .failure:
-            metrics.landingRejected(.badLink)
+        switch try check(request, context) {
+        case .landing(let checkedKey, let checkedParameters): (key, parameters) = (checkedKey, checkedParameters)
+        case .refused(let page): return page
+        }
+        if confirmOnPhone {
+            return page(
+                for: try await service.inspectLanding(linkKey: key, parameters: parameters), parameters, request)
+        }
+        return page(for: try await service.land(linkKey: key, parameters: parameters), parameters, request)
+    }
+
+    /// The GET's status and headers, without a body and without changing anything.
+    @Sendable func head(_ request: Request, context: RelayContext) async throws -> Response {
+        var response: Response
+        switch try check(request, context) {
+        case .landing(let key, let parameters):
+            response = page(
+                for: try await service.inspectLanding(linkKey: key, parameters: parameters), parameters, request)
+        case .refused(let page):
+            response = page
+        }
+        response.body = .init()
+        return response
+    }
+
+    /// The confirm page's buttons: `choice=confirm` counts as the tap, `choice=reject` ends the session.
+    /// Either way the answer is a 303 back to the landing's GET, which shows where things stand.
+    @Sendable func answer(_ request: Request, context: RelayContext) async throws -> Response {
+        let key: String
+        let parameters: LandingParameters
+        switch try check(request, context) {
+        case .landing(let checkedKey, let checkedParameters): (key, parameters) = (checkedKey, checkedParameters)
+        case .refused(let page): return page
+        }
+        guard confirmOnPhone else {
+            return pages.render("error-bad-link", status: .methodNotAllowed, headers: [.allow: "GET, HEAD"])
+        }
+        // The form is the relay's own page; a browser posting it from anywhere else is refused.
+        if let origin = request.headers[.origin], origin != publicOrigin {
+            return pages.render("error-bad-link", status: .forbidden)
+        }
+        let form = try? await request.body.collect(upTo: Self.maximumFormSize)
+        let result: SessionService.LandingResult
+        switch form.map({ String(buffer: $0) }) {
+        case "choice=confirm":
+            result = try await service.land(linkKey: key, parameters: parameters, confirming: true)
+        case "choice=reject":
+            result = try await service.reject(linkKey: key, parameters: parameters)
+        default:
             return pages.render("error-bad-link", status: .badRequest)
         }
-        let key = try context.parameters.require("key")
-        guard key.utf8.count == SessionService.linkKeyLength else {
-            metrics.landingRejected(.unknown)
-            return pages.render("error-unknown", status: .notFound)
+        switch result {
+        case .accepted, .finalPage, .awaitingConfirmation:
+            if case .accepted = result { service.metrics.landingAccepted() }
+            // 303, so that the browser GETs the landing again (R1.8), which shows where things stand.
+            return Response(
+                status: .seeOther,
+                headers: [.location: Self.landingPath(key, parameters), .cacheControl: "no-store"])
+        case .unknown, .expired, .alreadyUsed:
+            return page(for: result, parameters, request)
         }
-        switch try await service.land(linkKey: key, parameters: parameters) {
+    }
+
+    private func page(
+        for result: SessionService.LandingResult, _ parameters: LandingParameters, _ request: Request
+    ) -> Response {
+        let metrics = service.metrics
+        switch result {
         case .accepted:
-            metrics.landingAccepted()
+            if request.method == .get, !confirmOnPhone { metrics.landingAccepted() }
             return pages.render("landing")
-        case .finalPage:
-            metrics.landingRepeated()
-            return pages.render("final")
+        case .awaitingConfirmation(let session):
+            return pages.render("confirm", confirmValues(session, parameters))
+        case .finalPage(let session):
+            if request.method == .get { metrics.landingRepeated() }
+            return pages.render("final", ["rejected": session.state == .cancelled])
         case .unknown:
             metrics.landingRejected(.unknown)
             return pages.render("error-unknown", status: .notFound)
@@ -43,5 +136,27 @@ struct LandingController {
             metrics.landingRejected(.alreadyUsed)
             return pages.render("error-used", status: .conflict)
         }
+    }
+
+    /// The landing's own URL, built from the parsed values only, never from the raw request (R1.1).
+    private static func landingPath(_ key: String, _ parameters: LandingParameters) -> String {
+        "/l/\(key)?asc=\(parameters.asc)&authId=\(parameters.authId)"
+    }
+
+    private func confirmValues(_ session: Session, _ parameters: LandingParameters) -> [String: Any] {
+        let started = session.createdAt
+        let minutes = max(0, Int(service.clock.now().timeIntervalSince(started) / 60))
+        var values: [String: Any] = [
+            "integrator": integratorName,
+            "startedAt": started.formatted(
+                Date.VerbatimFormatStyle(
+                    format:
+                        "\(hour: .twoDigits(clock: .twentyFourHour, hourCycle: .zeroBased)):\(minute: .twoDigits) UTC",
+                    timeZone: .gmt, calendar: Calendar(identifier: .gregorian))),
+            "ago": minutes == 0 ? "less than a minute ago" : minutes == 1 ? "1 minute ago" : "\(minutes) minutes ago",
+            "action": Self.landingPath(session.linkKey, parameters),
+        ]
+        if let address = session.desktopIPAddress { values["from"] = address }
+        return values
     }
 }

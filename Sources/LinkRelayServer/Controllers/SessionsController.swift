@@ -7,6 +7,7 @@ struct SessionsController {
     let service: SessionService
     let apiKeys: [String]
     let publicURL: String
+    let limits: RequestLimits
 
     func addRoutes(to router: Router<RelayContext>) {
         let group = router.group("v1/sessions")
@@ -15,14 +16,18 @@ struct SessionsController {
         group.post(":id/cancel", use: cancel)
     }
 
-    private func authorize(_ request: Request) throws {
-        guard let token = request.bearerToken,
-            apiKeys.reduce(false, { found, key in Secrets.constantTimeEquals(token, key) || found })
-        else { throw Problem.unauthorized() }
+    /// The index of the API key the request carries; every key is compared, in constant time.
+    @discardableResult
+    private func authorize(_ request: Request) throws -> Int {
+        guard let token = request.bearerToken else { throw Problem.unauthorized() }
+        var match: Int?
+        for (index, key) in apiKeys.enumerated() where Secrets.constantTimeEquals(token, key) { match = index }
+        guard let match else { throw Problem.unauthorized() }
+        return match
     }
 
     @Sendable func create(_ request: Request, context: RelayContext) async throws -> Response {
-        try authorize(request)
+        guard limits.allowCreate(keyIndex: try authorize(request)) else { return RequestLimits.tooManyRequests() }
         if let type = request.headers[.contentType], !type.lowercased().hasPrefix("application/json") {
             throw Problem(
                 status: .unsupportedMediaType, title: "Unsupported Media Type",

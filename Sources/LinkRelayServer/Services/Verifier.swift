@@ -56,8 +56,10 @@ struct Verifier: Service {
                     deadline: service.deadline(for: session.expiresAt))
                 if let outcome = Outcome(proveSuccess: status.success) {
                     try await service.finish(sessionID: sessionID, result: SessionResult(status, outcome: outcome))
+                    service.verifications.forget(sessionID)
                     return
                 }
+                service.verifications.noteProblem(sessionID, "Prove still said pending")
                 logger.debug("Prove says the result is pending", metadata: ["success": .string(status.success)])
                 guard await pause(pendingInterval, before: session.expiresAt) else { return }
             } catch ProveClientError.rejected(let status, let body) {
@@ -66,8 +68,12 @@ struct Verifier: Service {
                 logger.warning("Verification failed", metadata: ["reason": .string(reason)])
                 let result = SessionResult(outcome: .failed, success: "false", reason: reason)
                 try? await service.finish(sessionID: sessionID, result: result)
+                service.verifications.forget(sessionID)
                 return
             } catch {
+                // Prove unreachable (or the breaker open): keep asking until the hold ends; the expiry
+                // then ends the session `failed` with this reason.
+                service.verifications.noteProblem(sessionID, "\(error)")
                 logger.warning("Verification will be retried", metadata: ["error": "\(error)"])
                 guard await pause(unavailableInterval, before: session.expiresAt) else { return }
             }

@@ -1,0 +1,126 @@
+import Foundation
+import Hummingbird
+import LinkRelayCore
+import Synchronization
+
+/// The relay's rate and connection limits (`Limits`), as the controllers apply them. Over a limit a
+/// request gets a bare 429 and changes nothing. With `--limits off` every check passes.
+final class RequestLimits: Sendable {
+    private struct Active: Sendable {
+        let landingByIP: RateLimiter
+        let landingByLink: RateLimiter
+        let createByKey: RateLimiter
+        let channelsBySession: ConnectionLimiter
+        let channelsByIP: ConnectionLimiter
+    }
+
+    private let active: Active?
+    private let trustedProxies: [IPNetwork]
+    private let clock: any RelayClock
+    private let metrics: RelayMetrics
+
+    init(limits: Limits?, trustedProxies: [IPNetwork], clock: any RelayClock, metrics: RelayMetrics) {
+        self.active = limits.map { limits in
+            Active(
+                landingByIP: RateLimiter(rule: .init(perMinute: limits.landingPerIP, burst: limits.landingPerIP)),
+                landingByLink: RateLimiter(
+                    rule: .init(perMinute: limits.landingPerLink, burst: limits.landingPerLink)),
+                createByKey: RateLimiter(rule: .init(perMinute: limits.createPerKey, burst: limits.createPerKey)),
+                channelsBySession: ConnectionLimiter(maximum: limits.channelsPerSession),
+                channelsByIP: ConnectionLimiter(maximum: limits.channelsPerIP))
+        }
+        self.trustedProxies = trustedProxies
+        self.clock = clock
+        self.metrics = metrics
+    }
+
+    /// The client's address: the socket's peer, or the client `X-Forwarded-For` names when the peer
+    /// is a `--trusted-proxy` (see `ClientAddress.resolve`).
+    func client(_ request: Request, _ context: RelayContext) -> IPAddress? {
+        let peer = context.remoteAddress?.ipAddress.flatMap { IPAddress($0) }
+        guard !trustedProxies.isEmpty else { return peer }
+        return ClientAddress.resolve(
+            peer: peer, forwardedFor: request.headers[values: .init("X-Forwarded-For")!],
+            trustedProxies: trustedProxies)
+    }
+
+    private func ipKey(_ request: Request, _ context: RelayContext) -> String {
+        client(request, context)?.rateLimitKey ?? "unknown"
+    }
+
+    /// One landing (GET, HEAD or POST on `/l/{key}`): a token from the client's bucket and the link's.
+    func allowLanding(_ request: Request, _ context: RelayContext, linkKey: String) -> Bool {
+        guard let active else { return true }
+        let now = clock.now()
+        guard active.landingByIP.allow(ipKey(request, context), now: now) else { return trip(.landingPerIP) }
+        guard active.landingByLink.allow(linkKey, now: now) else { return trip(.landingPerLink) }
+        return true
+    }
+
+    /// One `POST /v1/sessions` by the API key at `keyIndex` in the configured list.
+    func allowCreate(keyIndex: Int) -> Bool {
+        guard let active else { return true }
+        return active.createByKey.allow("key\(keyIndex)", now: clock.now()) || trip(.createPerKey)
+    }
+
+    /// Whether one more channel on `sessionID` from this client fits, without taking a place.
+    func channelFits(sessionID: String, _ request: Request, _ context: RelayContext) -> Bool {
+        guard let active else { return true }
+        if active.channelsBySession.count(for: sessionID) >= active.channelsBySession.maximum {
+            return trip(.channelsPerSession)
+        }
+        if active.channelsByIP.count(for: ipKey(request, context)) >= active.channelsByIP.maximum {
+            return trip(.channelsPerIP)
+        }
+        return true
+    }
+
+    /// Takes a place for a channel, or nil when the session or the client has no place left.
+    func openChannel(sessionID: String, _ request: Request, _ context: RelayContext) -> ChannelSlot? {
+        guard let active else { return ChannelSlot(release: nil) }
+        let ip = ipKey(request, context)
+        guard active.channelsBySession.acquire(sessionID) else {
+            trip(.channelsPerSession)
+            return nil
+        }
+        guard active.channelsByIP.acquire(ip) else {
+            active.channelsBySession.release(sessionID)
+            trip(.channelsPerIP)
+            return nil
+        }
+        return ChannelSlot {
+            active.channelsBySession.release(sessionID)
+            active.channelsByIP.release(ip)
+        }
+    }
+
+    /// Counts the trip; always false, so a check can end with `|| trip(...)`.
+    @discardableResult
+    private func trip(_ kind: LimitKind) -> Bool {
+        metrics.limitTripped(kind)
+        return false
+    }
+
+    /// The answer over a limit: a bare 429, no detail and no precise Retry-After (security-anchors R1.9).
+    static func tooManyRequests() -> Response {
+        Response(status: .tooManyRequests, headers: [.cacheControl: "no-store"])
+    }
+}
+
+/// A channel's place under the connection limits, given back when the channel ends (or, at the
+/// latest, when the slot is released from memory, so that no path can leak a place).
+final class ChannelSlot: Sendable {
+    private let pending: Mutex<(@Sendable () -> Void)?>
+
+    init(release: (@Sendable () -> Void)?) { pending = Mutex(release) }
+
+    func release() {
+        let release = pending.withLock { pending in
+            defer { pending = nil }
+            return pending
+        }
+        release?()
+    }
+
+    deinit { release() }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+
+/// A desktop's WebSocket is held to the relay's caps: every bad frame kind gets its own close code.
+@Suite("WebSocket frame rules")
+struct WebSocketFrameTests {
+    static let text: UInt8 = 0x1
+    static let continuation: UInt8 = 0x0
+    static let ping: UInt8 = 0x9
+
+    static let cases: [(String, [UInt8], Int)] = [
+        ("a frame over 4 KiB", RawWebSocket.clientFrame(opcode: text, Array(repeating: 0x61, count: 5000)), 1009),
+        (
+            "a message over 4 KiB in fragments",
+            RawWebSocket.clientFrame(opcode: text, Array(repeating: 0x61, count: 3000), fin: false)
+                + RawWebSocket.clientFrame(opcode: continuation, Array(repeating: 0x61, count: 3000)),
+            1009
+        ),
+        ("an unmasked frame", RawWebSocket.clientFrame(opcode: text, Array("hello".utf8), masked: false), 1002),
+        ("a text frame that is not UTF-8", RawWebSocket.clientFrame(opcode: text, [0x68, 0xC3, 0x28]), 1007),
+        ("a ping over 125 bytes", RawWebSocket.clientFrame(opcode: ping, Array(repeating: 0x61, count: 126)), 1002),
+        ("a fragmented ping", RawWebSocket.clientFrame(opcode: ping, [0x61], fin: false), 1002),
+    ]
+
+    @Test("Bad frames close the WebSocket with their code", arguments: cases)
+    func badFrame(_ name: String, _ frames: [UInt8], _ code: Int) async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let socket = try await RawWebSocket.open(
+                created.channel.websocket + "?token=\(created.channel.token)", frames: frames)
+            #expect(socket.upgraded)
+            #expect(socket.closeCode == code, "\(name)")
+            // The session is untouched: still waiting, and a new channel works.
+            #expect(try await relay.session(created.sessionId).state == "waiting")
+        }
+    }
+
+    @Test("A well-formed message from the desktop is read and ignored")
+    func goodMessage() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let frames =
+                RawWebSocket.clientFrame(opcode: Self.text, Array("{\"hello\":1}".utf8))
+                + RawWebSocket.clientFrame(opcode: 0x8, [0x03, 0xE8])
+            let socket = try await RawWebSocket.open(
+                created.channel.websocket + "?token=\(created.channel.token)", frames: frames)
+            #expect(socket.events.map(\.type) == ["waiting"])
+            #expect(socket.closeCode == 1000, "the server answers the client's close")
+        }
+    }
+
+    @Test("permessage-deflate is never negotiated (compression can leak secrets)")
+    func noCompression() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let socket = try await RawWebSocket.open(
+                created.channel.websocket + "?token=\(created.channel.token)",
+                headers: "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n",
+                frames: RawWebSocket.clientFrame(opcode: 0x8, [0x03, 0xE8]))
+            #expect(socket.upgraded)
+            #expect(!socket.head.lowercased().contains("sec-websocket-extensions"))
+        }
+    }
+}
