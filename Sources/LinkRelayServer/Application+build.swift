@@ -99,7 +99,8 @@ public func buildLinkRelay(
     let draining = Draining()
 
     let limits = RequestLimits(
-        limits: configuration.limits, trustedProxies: configuration.trustedProxies, clock: clock, metrics: metrics)
+        limits: configuration.limits, trustedProxies: configuration.trustedProxies, clock: clock, metrics: metrics,
+        logger: logger)
 
     let router = Router(context: RelayContext.self)
     let webSocketRouter = Router(context: RelayContext.self)

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import LinkRelayCore
+import Logging
 import Synchronization
 
 /// The relay's rate and connection limits (`Limits`), as the controllers apply them. Over a limit a
@@ -18,8 +19,11 @@ final class RequestLimits: Sendable {
     private let trustedProxies: [IPNetwork]
     private let clock: any RelayClock
     private let metrics: RelayMetrics
+    private let logger: Logger
 
-    init(limits: Limits?, trustedProxies: [IPNetwork], clock: any RelayClock, metrics: RelayMetrics) {
+    init(
+        limits: Limits?, trustedProxies: [IPNetwork], clock: any RelayClock, metrics: RelayMetrics, logger: Logger
+    ) {
         self.active = limits.map { limits in
             Active(
                 landingByIP: RateLimiter(rule: .init(perMinute: limits.landingPerIP, burst: limits.landingPerIP)),
@@ -32,6 +36,7 @@ final class RequestLimits: Sendable {
         self.trustedProxies = trustedProxies
         self.clock = clock
         self.metrics = metrics
+        self.logger = logger
     }
 
     /// The client's address: the socket's peer, or the client `X-Forwarded-For` names when the peer
@@ -98,6 +103,8 @@ final class RequestLimits: Sendable {
     @discardableResult
     private func trip(_ kind: LimitKind) -> Bool {
         metrics.limitTripped(kind)
+        // A security event (security-anchors L7.4); the client's address is personal data, so not logged.
+        logger.notice("Limit tripped", metadata: ["limit": .string(kind.rawValue)])
         return false
     }
 

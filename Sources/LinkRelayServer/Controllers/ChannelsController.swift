@@ -47,6 +47,7 @@ struct ChannelsController {
     /// Origin (403), session (404) and channel token (401), as API.md orders them for browsers.
     private func authorize(_ request: Request, _ context: RelayContext) async throws -> Session {
         if let origin = request.headers[.origin], !allowedOrigins.contains(origin) {
+            context.logger.notice("Channel refused: origin not allowed")
             throw Problem(status: .forbidden, title: "Forbidden", detail: "This origin may not open channels.")
         }
         let id = try context.parameters.require("id")

@@ -37,11 +37,11 @@ struct LandingController {
             return .refused(pages.render("error-busy", status: .tooManyRequests))
         }
         guard case .success(let parameters) = LandingParameters.parse(query: request.uri.query) else {
-            service.metrics.landingRejected(.badLink)
+            countRefusal(.badLink)
             return .refused(pages.render("error-bad-link", status: .badRequest))
         }
         guard key.utf8.count == SessionService.linkKeyLength else {
-            service.metrics.landingRejected(.unknown)
+            countRefusal(.unknown)
             return .refused(pages.render("error-unknown", status: .notFound))
         }
         return .landing(key: key, parameters: parameters)
@@ -127,15 +127,21 @@ struct LandingController {
             if request.method == .get { metrics.landingRepeated() }
             return pages.render("final", ["rejected": session.state == .cancelled])
         case .unknown:
-            metrics.landingRejected(.unknown)
+            countRefusal(.unknown)
             return pages.render("error-unknown", status: .notFound)
         case .expired:
-            metrics.landingRejected(.expired)
+            countRefusal(.expired)
             return pages.render("error-expired", status: .gone)
         case .alreadyUsed:
-            metrics.landingRejected(.alreadyUsed)
+            countRefusal(.alreadyUsed)
             return pages.render("error-used", status: .conflict)
         }
+    }
+
+    /// Counts and logs a refused landing (a security event, L7.4); never with the authId or the link.
+    private func countRefusal(_ reason: LandingRejection) {
+        service.metrics.landingRejected(reason)
+        service.logger.info("Landing refused", metadata: ["reason": .string(reason.rawValue)])
     }
 
     /// The landing's own URL, built from the parsed values only, never from the raw request (R1.1).
