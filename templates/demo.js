@@ -53,18 +53,32 @@
         answer.events.forEach(show);
         if (answer.done) done = true;
       } catch (error) {
-        await new Promise((resolve) => setTimeout(resolve, 2000));
+        await new Promise((resolve) => setTimeout(resolve, 1000 + Math.random() * 4000));
       }
     }
   }
 
-  let socket;
-  try {
-    socket = new WebSocket(root.dataset.websocket + "?token=" + encodeURIComponent(token));
-  } catch (error) {
-    poll();
-    return;
+  // The WebSocket; when the relay restarts (1012), goes away (1001) or the connection drops, it comes
+  // back after a random delay that grows with each failed try (RFC 6455 §7.2.3), so that a restart is
+  // not met by every browser at once, and resumes after the last event it showed.
+  let attempts = 0;
+  function connect() {
+    let socket;
+    let opened = false;
+    try {
+      socket = new WebSocket(root.dataset.websocket + "?after=" + cursor + "&token=" + encodeURIComponent(token));
+    } catch (error) {
+      poll();
+      return;
+    }
+    socket.onopen = () => { opened = true; attempts = 0; };
+    socket.onmessage = (message) => show(JSON.parse(message.data));
+    socket.onclose = () => {
+      if (done) return;
+      if (!opened && attempts === 0) { poll(); return; }  // no WebSocket from here: long-poll instead
+      attempts += 1;
+      setTimeout(connect, Math.random() * Math.min(30000, 5000 * 2 ** (attempts - 1)));
+    };
   }
-  socket.onmessage = (message) => show(JSON.parse(message.data));
-  socket.onclose = () => { if (!done) poll(); };
+  connect();
 })();
