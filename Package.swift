@@ -7,7 +7,8 @@ let package = Package(
     name: "LinkRelay",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "linkrelay", targets: ["linkrelay"])
+        .executable(name: "linkrelay", targets: ["linkrelay"]),
+        .library(name: "LinkRelayCore", targets: ["LinkRelayCore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),

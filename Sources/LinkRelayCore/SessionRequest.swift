@@ -1,0 +1,198 @@
+import Foundation
+
+/// The body of `POST /v1/sessions`, checked field by field so that every problem is named.
+///
+/// Framework-free so that it can be unit-tested and fuzzed without the server; the server maps a
+/// ``Rejection`` to its problem+json answer.
+public struct CreateSessionRequest: Codable, Sendable, Equatable {
+    public var phoneNumber: String
+    public var clientRequestId: String?
+    public var clientCustomerId: String?
+    public var clientHumanId: String?
+    public var emailAddress: String?
+    public var ipAddress: String?
+    public var proveId: String?
+    public var deviceId: String?
+    public var checkReputation: Bool?
+    public var allowOTPRetry: Bool?
+    public var smsMessage: String?
+    public var rebind: Bool?
+    public var holdSeconds: Int?
+
+    public init(
+        phoneNumber: String, clientRequestId: String? = nil, clientCustomerId: String? = nil,
+        clientHumanId: String? = nil, emailAddress: String? = nil, ipAddress: String? = nil, proveId: String? = nil,
+        deviceId: String? = nil, checkReputation: Bool? = nil, allowOTPRetry: Bool? = nil, smsMessage: String? = nil,
+        rebind: Bool? = nil, holdSeconds: Int? = nil
+    ) {
+        self.phoneNumber = phoneNumber
+        self.clientRequestId = clientRequestId
+        self.clientCustomerId = clientCustomerId
+        self.clientHumanId = clientHumanId
+        self.emailAddress = emailAddress
+        self.ipAddress = ipAddress
+        self.proveId = proveId
+        self.deviceId = deviceId
+        self.checkReputation = checkReputation
+        self.allowOTPRetry = allowOTPRetry
+        self.smsMessage = smsMessage
+        self.rebind = rebind
+        self.holdSeconds = holdSeconds
+    }
+
+    /// The largest body, in bytes, that is read at all.
+    public static let maximumBodySize = 4096
+
+    /// One invalid field and what is wrong with it.
+    public struct FieldError: Sendable, Equatable {
+        public var field: String
+        public var message: String
+
+        public init(field: String, message: String) {
+            self.field = field
+            self.message = message
+        }
+    }
+
+    /// Why a body was refused.
+    public enum Rejection: Error, Sendable, Equatable {
+        /// More than ``maximumBodySize`` bytes (413).
+        case tooLarge
+        /// Not a JSON object, or a field this API does not know (400); the detail says which.
+        case malformed(String)
+        /// A JSON object with known fields, some of them invalid (422); never empty.
+        case invalid([FieldError])
+    }
+
+    private static let stringFields = [
+        "phoneNumber", "clientRequestId", "clientCustomerId", "clientHumanId", "emailAddress", "ipAddress", "proveId",
+        "deviceId", "smsMessage",
+    ]
+    private static let boolFields = ["checkReputation", "allowOTPRetry", "rebind"]
+    private static let knownFields = Set(stringFields + boolFields + ["holdSeconds"])
+
+    /// Decodes and validates a request body: every invalid field is named, not just the first.
+    public static func validate(_ data: Data, maximumHold: Int) -> Result<CreateSessionRequest, Rejection> {
+        guard data.count <= maximumBodySize else { return .failure(.tooLarge) }
+        let object: [String: JSONValue]
+        do {
+            object = try JSONDecoder().decode([String: JSONValue].self, from: data)
+        } catch {
+            return .failure(.malformed("The body must be a JSON object."))
+        }
+        let unknown = object.keys.filter { !knownFields.contains($0) }.sorted()
+        guard unknown.isEmpty else {
+            return .failure(.malformed("Unknown field(s): " + unknown.joined(separator: ", ") + "."))
+        }
+
+        var errors: [FieldError] = []
+        func string(_ name: String, maxLength: Int, allowed: ((Character) -> Bool)? = nil, rule: String = "")
+            -> String?
+        {
+            guard let value = object[name], value != .null else { return nil }
+            guard case .string(let text) = value else {
+                errors.append(.init(field: name, message: "must be a string"))
+                return nil
+            }
+            if text.isEmpty || text.count > maxLength {
+                errors.append(.init(field: name, message: "must be 1 to \(maxLength) characters"))
+            } else if let allowed, !text.allSatisfy(allowed) {
+                errors.append(.init(field: name, message: "may contain only \(rule)"))
+            }
+            return text
+        }
+        func bool(_ name: String) -> Bool? {
+            guard let value = object[name], value != .null else { return nil }
+            guard case .bool(let flag) = value else {
+                errors.append(.init(field: name, message: "must be true or false"))
+                return nil
+            }
+            return flag
+        }
+        let isAlphanumeric: (Character) -> Bool = { $0.isASCII && ($0.isLetter || $0.isNumber) }
+        let printable: (Character) -> Bool = { $0.isASCII && $0 >= "!" && $0 <= "~" }
+
+        let phone = string(
+            "phoneNumber", maxLength: 20, allowed: { isAlphanumeric($0) || $0 == "+" }, rule: "letters, digits and +")
+        if object["phoneNumber"] == nil || object["phoneNumber"] == .null {
+            errors.append(.init(field: "phoneNumber", message: "is required"))
+        }
+        var request = CreateSessionRequest(phoneNumber: phone ?? "")
+        request.clientRequestId = string(
+            "clientRequestId", maxLength: 128, allowed: printable, rule: "printable ASCII without spaces")
+        request.clientCustomerId = string("clientCustomerId", maxLength: 128)
+        request.clientHumanId = string("clientHumanId", maxLength: 128)
+        request.emailAddress = string(
+            "emailAddress", maxLength: 254, allowed: { isAlphanumeric($0) || "@.+".contains($0) },
+            rule: "letters, digits and @ . +")
+        request.ipAddress = string(
+            "ipAddress", maxLength: 45, allowed: { isAlphanumeric($0) || ".:".contains($0) },
+            rule: "letters, digits and . :")
+        request.proveId = string("proveId", maxLength: 128)
+        request.deviceId = string("deviceId", maxLength: 128)
+        request.smsMessage = string("smsMessage", maxLength: 160)
+        if let message = request.smsMessage, message.count <= 160, !message.contains("####") {
+            errors.append(.init(field: "smsMessage", message: "must contain #### where the link goes"))
+        }
+        request.checkReputation = bool("checkReputation")
+        request.allowOTPRetry = bool("allowOTPRetry")
+        request.rebind = bool("rebind")
+        if let value = object["holdSeconds"], value != .null {
+            if case .number(let number) = value, number == number.rounded(), number >= 1,
+                number <= Double(maximumHold)
+            {
+                request.holdSeconds = Int(number)
+            } else {
+                errors.append(.init(field: "holdSeconds", message: "must be whole seconds from 1 to \(maximumHold)"))
+            }
+        }
+        guard errors.isEmpty else { return .failure(.invalid(errors)) }
+        return .success(request)
+    }
+
+    /// A canonical form, to tell a repeated request from a different one under the same Idempotency-Key.
+    public var fingerprint: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return String(decoding: (try? encoder.encode(self)) ?? Data(), as: UTF8.self)
+    }
+}
+
+/// Any JSON value, so that a body can be checked before it is trusted.
+enum JSONValue: Codable, Equatable, Sendable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+}
