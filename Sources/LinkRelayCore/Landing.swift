@@ -24,35 +24,45 @@ public struct LandingParameters: Sendable, Equatable {
     /// `asc` and `authId` must each appear exactly once, spelled exactly so, with values written
     /// literally: percent-encoding in them is rejected rather than decoded, so `asc=%74rue` or
     /// `authId=%7B...%7D` never pass. Other parameters are ignored and never acted on.
+    ///
+    /// The query is read as UTF-8 bytes, as Prove, proxies and logs read it, never as `Character`s: a combining
+    /// mark after `&` or `=` would otherwise join it into one grapheme cluster, so that `&\u{301}asc=false` or
+    /// `asc=\u{301}false` hid a second `asc` that every other reader sees.
     public static func parse(query: String?) -> Result<LandingParameters, Rejection> {
-        var ascValues: [Substring] = []
-        var authIdValues: [Substring] = []
-        for pair in (query ?? "").split(separator: "&", omittingEmptySubsequences: true) {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let value = parts.count == 2 ? parts[1] : ""
-            switch parts[0] {
-            case "asc": ascValues.append(value)
-            case "authId": authIdValues.append(value)
-            default: continue
+        var ascValues: [Substring.UTF8View] = []
+        var authIdValues: [Substring.UTF8View] = []
+        for pair in (query ?? "").utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let equals = pair.firstIndex(of: UInt8(ascii: "="))
+            let name = pair[..<(equals ?? pair.endIndex)]
+            let value = equals.map { pair[pair.index(after: $0)...] } ?? pair[pair.endIndex...]
+            if name.elementsEqual("asc".utf8) {
+                ascValues.append(value)
+            } else if name.elementsEqual("authId".utf8) {
+                authIdValues.append(value)
             }
         }
         guard ascValues.count <= 1 else { return .failure(.duplicateAsc) }
         guard let ascValue = ascValues.first else { return .failure(.missingAsc) }
         let asc: Bool
-        switch ascValue {
-        case "true": asc = true
-        case "false": asc = false
-        default: return .failure(.invalidAsc)
+        if ascValue.elementsEqual("true".utf8) {
+            asc = true
+        } else if ascValue.elementsEqual("false".utf8) {
+            asc = false
+        } else {
+            return .failure(.invalidAsc)
         }
         guard authIdValues.count <= 1 else { return .failure(.duplicateAuthId) }
         guard let authIdValue = authIdValues.first else { return .failure(.missingAuthId) }
         guard isUUID(authIdValue) else { return .failure(.invalidAuthId) }
-        return .success(LandingParameters(asc: asc, authId: authIdValue.lowercased()))
+        return .success(LandingParameters(asc: asc, authId: String(decoding: authIdValue, as: UTF8.self).lowercased()))
     }
 
     /// True for exactly 8-4-4-4-12 hexadecimal digits in either case.
     public static func isUUID(_ text: Substring) -> Bool {
-        let utf8 = text.utf8
+        isUUID(text.utf8)
+    }
+
+    private static func isUUID(_ utf8: Substring.UTF8View) -> Bool {
         guard utf8.count == 36 else { return false }
         for (index, byte) in utf8.enumerated() {
             switch index {

@@ -192,3 +192,53 @@ struct LandingParametersTests {
         #expect(!LandingParameters.isUUID(text.dropFirst()))
     }
 }
+
+/// Regressions found by fuzzing (Fuzz/, scripts/fuzz.sh): the query must be read as bytes, never as grapheme
+/// clusters, so that a combining mark after `&` or `=` cannot glue two parameters together.
+extension LandingParametersTests {
+    static let secondUUID = "00000000-0000-0000-0000-000000000000"
+
+    static let byteLevelCases: [Case] = [
+        // The first FuzzLanding crash: "&\u{59E}" was one Character, so `asc&...` was not a pair named asc.
+        Case(
+            name: "fuzz: combining mark after & (asc&\\u{59E}sauthId...)",
+            query: String(
+                decoding: [
+                    0x61, 0x73, 0x63, 0x26, 0xD6, 0x9E, 0x73, 0x61, 0x75, 0x74, 0x68, 0x49, 0x64, 0x26, 0x0A, 0x3D,
+                    0xF7,
+                    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xD4,
+                ], as: UTF8.self), expected: bad(.invalidAsc)),
+        // Another: two bare `asc` pairs, one of them followed by "&\u{64C}".
+        Case(
+            name: "fuzz: combining mark after & hides a second asc",
+            query: "c*sc)==&\u{FFFD}&asc&\u{64C}\u{FFFD}C&&&&&&/&awc&&&&&&&&&&&&&&asc&&&&&&&&&",
+            expected: bad(.duplicateAsc)),
+        // What that allowed: a second asc or authId that every other reader sees, while the relay accepted.
+        Case(
+            name: "combining mark after = hides a second asc",
+            query: "asc=true&authId=\(uuid)&asc=\u{301}false", expected: bad(.duplicateAsc)),
+        Case(
+            name: "combining mark after = hides a second authId",
+            query: "authId=\(uuid)&asc=true&authId=\u{301}\(secondUUID)", expected: bad(.duplicateAuthId)),
+        Case(
+            name: "combining mark after & glues a second asc to the authId",
+            query: "asc=true&authId=\(uuid)&\u{301}asc=false", expected: valid(true)),
+        Case(
+            name: "combining mark after the authId value", query: "asc=true&authId=\(uuid)\u{301}",
+            expected: bad(.invalidAuthId)),
+        Case(
+            name: "combining mark after the asc value", query: "asc=true\u{301}&authId=\(uuid)",
+            expected: bad(.invalidAsc)),
+        Case(
+            name: "combining mark after the asc name", query: "asc\u{301}=true&authId=\(uuid)",
+            expected: bad(.missingAsc)),
+        Case(
+            name: "zero-width joiner after &", query: "asc=true&authId=\(uuid)&\u{200D}asc=false",
+            expected: valid(true)),
+    ]
+
+    @Test("fuzz regressions: the query is read as bytes", arguments: byteLevelCases)
+    func byteLevel(_ testCase: Case) {
+        #expect(LandingParameters.parse(query: testCase.query) == testCase.expected)
+    }
+}
