@@ -1,5 +1,6 @@
 /// Prove's rules for a `finalTargetUrl`: at most 128 characters from `A-Za-z0-9-._+=/:?`.
-/// The relay also requires an absolute http(s) URL with a host, since a phone must be able to open it.
+/// The relay also requires an absolute http(s) URL with a host, and a port from 1 to 65535 if it names one,
+/// since a phone must be able to open it.
 public enum FinalTargetURL {
     public static let maximumLength = 128
 
@@ -9,6 +10,7 @@ public enum FinalTargetURL {
         case forbiddenCharacter(Character)
         case notAbsoluteHTTP
         case missingHost
+        case invalidPort
 
         public var description: String {
             switch self {
@@ -18,6 +20,7 @@ public enum FinalTargetURL {
                 "the URL contains \"\(character)\"; Prove allows only A-Z a-z 0-9 - . _ + = / : ?"
             case .notAbsoluteHTTP: "the URL must start with http:// or https://"
             case .missingHost: "the URL has no host"
+            case .invalidPort: "the URL's port is not a number from 1 to 65535"
             }
         }
     }
@@ -52,6 +55,13 @@ public enum FinalTargetURL {
         }
         let host = rest.prefix { $0 != "/" && $0 != "?" && $0 != ":" }
         guard !host.isEmpty else { return .missingHost }
+        // `:` after the host starts a port, which must be a number: `http://host:8080-l/x` is not a URL at all.
+        if rest[host.endIndex...].first == ":" {
+            let port = rest[host.endIndex...].dropFirst().prefix { $0 != "/" && $0 != "?" }
+            guard port.count <= 5, port.allSatisfy({ ("0"..."9").contains($0) }), let number = Int(port),
+                (1...65535).contains(number)
+            else { return .invalidPort }
+        }
         return nil
     }
 }

@@ -109,3 +109,34 @@ struct FinalTargetURLTests {
         #expect(!FinalTargetURL.Violation.missingHost.description.isEmpty)
     }
 }
+
+/// Regressions found by fuzzing (Fuzz/, scripts/fuzz.sh): a port must be a number a phone can use.
+extension FinalTargetURLTests {
+    @Test(
+        "fuzz regression: a port that is not a number from 1 to 65535",
+        arguments: [
+            // The FuzzFinalTargetURL crash: accepted, though Foundation cannot parse it as a URL at all.
+            "http://localhost:8080-l/abc",
+            "http://x:abc", "https://x:", "https://x:/l/abc", "http://x:?q=1", "http://x:0", "http://x:65536",
+            "http://x:99999999999", "http://x:+80", "http://x:-80", "http://x:1:2", "http://x::", "https://x:443.0/l",
+            "http://x:8_0", "http://x:8=0",
+        ])
+    func invalidPort(_ url: String) {
+        #expect(FinalTargetURL.validate(url) == .invalidPort)
+    }
+
+    @Test(arguments: [
+        "http://x:1", "http://x:65535", "https://x:443/l/abc", "http://x:8080?q=1", "http://x:08080/l",
+        "https://x/l/a:b", "https://x?next=y:z", "http://x/:", url("http://example.com:8080/", length: 128),
+    ])
+    func validPortsAndLaterColons(_ url: String) {
+        #expect(FinalTargetURL.validate(url) == nil)
+    }
+
+    @Test func invalidPortComesAfterTheEarlierRules() {
+        #expect(FinalTargetURL.validate("http://x:8&0") == .forbiddenCharacter("&"))
+        #expect(FinalTargetURL.validate(Self.url("http://x:abc/", length: 129)) == .tooLong(129))
+        #expect(FinalTargetURL.validate("https://:abc") == .missingHost)
+        #expect(FinalTargetURL.Violation.invalidPort.description.contains("65535"))
+    }
+}
