@@ -1,0 +1,101 @@
+import Foundation
+import FuzzSupport
+import LinkRelayCore
+
+/// The server's limit on holdSeconds (`RelayConfiguration.maximumHold`).
+private let maximumHold = 600
+
+private let knownFields: Set<String> = [
+    "phoneNumber", "clientRequestId", "clientCustomerId", "clientHumanId", "emailAddress", "ipAddress", "proveId",
+    "deviceId", "smsMessage", "checkReputation", "allowOTPRetry", "rebind", "holdSeconds",
+]
+
+/// libFuzzer entry point for `CreateSessionRequest.validate`: the input bytes are the `POST /v1/sessions` body.
+///
+/// Checks that nothing over 4 KiB is read, that an accepted request obeys every field rule and survives being
+/// encoded and parsed again (also from its fingerprint), and that a refusal always says why.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzSessionRequest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let body = Data(UnsafeBufferPointer(start: data, count: size))
+    let result = CreateSessionRequest.validate(body, maximumHold: maximumHold)
+    check(CreateSessionRequest.validate(body, maximumHold: maximumHold) == result, "not deterministic")
+    if body.count > CreateSessionRequest.maximumBodySize {
+        check(result == .failure(.tooLarge), "a \(body.count)-byte body was not refused as too large")
+    }
+
+    switch result {
+    case .failure(.tooLarge):
+        check(body.count > CreateSessionRequest.maximumBodySize, "a \(body.count)-byte body is too large")
+    case .failure(.malformed(let detail)):
+        check(!detail.isEmpty, "400 without a detail")
+    case .failure(.invalid(let errors)):
+        check(!errors.isEmpty, "422 without field errors")
+        for error in errors {
+            check(knownFields.contains(error.field), "422 names unknown field \(error.field)")
+            check(!error.message.isEmpty, "422 for \(error.field) without a message")
+        }
+    case .success(let request):
+        checkRules(request)
+        // Re-encoding and parsing again gives the same request, with default and canonical encodings.
+        let encoded: Data
+        do {
+            encoded = try JSONEncoder().encode(request)
+        } catch {
+            fail("an accepted request does not encode: \(error)")
+        }
+        let again = CreateSessionRequest.validate(encoded, maximumHold: maximumHold)
+        check(again == .success(request), "\(request) re-encoded as \(text(encoded)) parses as \(again)")
+        let fingerprint = request.fingerprint
+        check(!fingerprint.isEmpty, "an accepted request has no fingerprint")
+        let fromFingerprint = CreateSessionRequest.validate(Data(fingerprint.utf8), maximumHold: maximumHold)
+        check(fromFingerprint == .success(request), "fingerprint \(fingerprint) parses as \(fromFingerprint)")
+        if case .success(let reparsed) = again {
+            check(reparsed.fingerprint == fingerprint, "the fingerprint changed over a round trip")
+        }
+    }
+    return 0
+}
+
+/// Every rule of the API, restated on bytes: an accepted request must satisfy them all.
+private func checkRules(_ request: CreateSessionRequest) {
+    func ascii(_ text: String, _ allowed: (UInt8) -> Bool) -> Bool {
+        text.utf8.allSatisfy { $0 < 0x80 && allowed($0) }
+    }
+    func alphanumeric(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+    }
+    func length(_ text: String?, _ maximum: Int, _ field: String) {
+        guard let text else { return }
+        check(!text.isEmpty && text.count <= maximum, "accepted \(field) of \(text.count) characters")
+    }
+
+    let phone = request.phoneNumber
+    length(phone, 20, "phoneNumber")
+    check(ascii(phone) { alphanumeric($0) || $0 == UInt8(ascii: "+") }, "accepted phoneNumber \(phone)")
+    if let id = request.clientRequestId {
+        length(id, 128, "clientRequestId")
+        check(ascii(id) { (0x21...0x7E).contains($0) }, "accepted clientRequestId \(id)")
+    }
+    length(request.clientCustomerId, 128, "clientCustomerId")
+    length(request.clientHumanId, 128, "clientHumanId")
+    if let email = request.emailAddress {
+        length(email, 254, "emailAddress")
+        check(ascii(email) { alphanumeric($0) || "@.+".utf8.contains($0) }, "accepted emailAddress \(email)")
+    }
+    if let ip = request.ipAddress {
+        length(ip, 45, "ipAddress")
+        check(ascii(ip) { alphanumeric($0) || ".:".utf8.contains($0) }, "accepted ipAddress \(ip)")
+    }
+    length(request.proveId, 128, "proveId")
+    length(request.deviceId, 128, "deviceId")
+    if let message = request.smsMessage {
+        length(message, 160, "smsMessage")
+        check(message.contains("####"), "accepted smsMessage without ####")
+    }
+    if let hold = request.holdSeconds {
+        check((1...maximumHold).contains(hold), "accepted holdSeconds \(hold)")
+    }
+}
+
+private func text(_ data: Data) -> String { String(decoding: data, as: UTF8.self) }
