@@ -171,6 +171,9 @@ public struct RelayConfiguration: Sendable {
         // Fault specs hold commas, so several are separated by semicolons in the environment.
         config.sandboxFaults = (values("sandbox-fault") ?? []).flatMap { $0.split(separator: ";") }
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        if !config.sandboxFaults.isEmpty, case .remote = config.prove {
+            throw ConfigurationError("--sandbox-fault: only with --prove sandbox")
+        }
         for spec in config.sandboxFaults {
             do {
                 _ = try ProveSandbox.parseFault(spec)

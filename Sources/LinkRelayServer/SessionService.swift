@@ -179,6 +179,7 @@ final class SessionService: Sendable {
         }
         if let session = changed {
             result = .finalPage(session)
+            verifications.forget(session.id)
             metrics.sessionEnded("cancelled")
             logger.info("Session rejected on the phone", metadata: ["session": .string(session.id)])
         }
@@ -253,6 +254,7 @@ final class SessionService: Sendable {
         }
         guard found else { throw Problem.notFound("No session with this id.") }
         guard let session else { throw Problem.conflict("The session has already ended.") }
+        verifications.forget(sessionID)
         metrics.sessionEnded("cancelled")
         logger.info("Session cancelled", metadata: ["session": .string(sessionID)])
         return session

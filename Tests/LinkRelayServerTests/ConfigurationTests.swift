@@ -167,8 +167,19 @@ struct ConfigurationTests {
             (["sandbox-fault": ["unify:explode"]], "--sandbox-fault"),
         ])
     func badHardeningSettings(_ flags: [String: [String]], _ named: String) {
+        expectRefusal(flags, [:], named)
+    }
+
+    @Test("Sandbox faults need the sandbox")
+    func faultsNeedTheSandbox() {
+        expectRefusal(
+            ["sandbox-fault": ["unify:hang"], "prove": ["http://prove.example"]],
+            ["PROVE_CLIENT_ID": "id", "PROVE_CLIENT_SECRET": "secret"], "--sandbox-fault")
+    }
+
+    private func expectRefusal(_ flags: [String: [String]], _ environment: [String: String], _ named: String) {
         #expect {
-            try resolve(flags)
+            try resolve(flags, environment)
         } throws: { error in
             let line = (error as? ConfigurationError)?.description ?? ""
             return line.hasPrefix(named) && !line.contains("\n")

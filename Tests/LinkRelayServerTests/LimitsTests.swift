@@ -101,7 +101,7 @@ struct LimitsTests {
         }
     }
 
-    @Test("Channels per client IP count across sessions")
+    @Test("Channels per client IP count across sessions, and come back when one closes")
     func channelsPerIP() async throws {
         try await TestRelay.run(flags: Self.viaProxy.merging(["limit-channels-per-ip": ["1"]]) { $1 }) { relay in
             let one = try await relay.createSession()
@@ -116,6 +116,10 @@ struct LimitsTests {
             #expect(same.status == 429)
             let other = try await relay.request(.GET, poll, headers: [("X-Forwarded-For", "198.51.100.21")])
             #expect(other.status == 200)
+            _ = try await relay.api(.POST, "/v1/sessions/\(one.sessionId)/cancel")
+            while try await events.next() != nil {}
+            let again = try await relay.request(.GET, poll, headers: [("X-Forwarded-For", "198.51.100.20")])
+            #expect(again.status == 200, "the place came back when the first channel ended")
         }
     }
 

@@ -94,9 +94,11 @@ struct ProveFaultTests {
         let clock = ManualClock()
         try await TestRelay.run(clock: clock, flags: Self.noBreaker) { relay in
             let sandbox = try #require(relay.relay.sandbox)
-            let created = try await relay.createSession(extra: ",\"holdSeconds\":3")
+            let created = try await relay.createSession(extra: ",\"holdSeconds\":30")
             let (endpoint, fault) = try ProveSandbox.parseFault(spec)
             try await sandbox.setFault(fault, for: endpoint)
+            // 3 s of the hold are left: each call to Prove is bounded by that, so a hang ends soon.
+            clock.advance(by: 27)
             await clock.waitForSleepers(2)  // the expiry sweeper and the channel heartbeat
             _ = try await relay.tap()
             // The verifier tried (with its retries), failed, and now waits on the clock to try again.
