@@ -24,52 +24,41 @@ struct LandingController {
         router.post("l/:key", use: answer)
     }
 
-    private enum Checked {
-        case landing(key: String, parameters: LandingParameters)
-        /// The page that turns the request away.
-        case refused(Response)
-    }
-
-    /// The limits, the strict query and the key's shape, checked before any lookup.
-    private func check(_ request: Request, _ context: RelayContext) throws -> Checked {
+    /// Runs `body` for a landing that passes the limits, the strict query and the key's shape (checked
+    /// before any lookup); otherwise answers the page that turns it away.
+    private func landing(
+        _ request: Request, _ context: RelayContext,
+        _ body: (_ key: String, _ parameters: LandingParameters) async throws -> Response
+    ) async throws -> Response {
         let key = try context.parameters.require("key")
         guard limits.allowLanding(request, context, linkKey: key) else {
-            return .refused(pages.render("error-busy", status: .tooManyRequests))
+            return pages.render("error-busy", status: .tooManyRequests)
         }
         guard case .success(let parameters) = LandingParameters.parse(query: request.uri.query) else {
             countRefusal(.badLink)
-            return .refused(pages.render("error-bad-link", status: .badRequest))
+            return pages.render("error-bad-link", status: .badRequest)
         }
         guard key.utf8.count == SessionService.linkKeyLength else {
             countRefusal(.unknown)
-            return .refused(pages.render("error-unknown", status: .notFound))
+            return pages.render("error-unknown", status: .notFound)
         }
-        return .landing(key: key, parameters: parameters)
+        return try await body(key, parameters)
     }
 
     @Sendable func show(_ request: Request, context: RelayContext) async throws -> Response {
-        let key: String
-        let parameters: LandingParameters
-        switch try check(request, context) {
-        case .landing(let checkedKey, let checkedParameters): (key, parameters) = (checkedKey, checkedParameters)
-        case .refused(let page): return page
+        try await landing(request, context) { key, parameters in
+            let result =
+                confirmOnPhone
+                ? try await service.inspectLanding(linkKey: key, parameters: parameters)
+                : try await service.land(linkKey: key, parameters: parameters)
+            return page(for: result, parameters, request)
         }
-        if confirmOnPhone {
-            return page(
-                for: try await service.inspectLanding(linkKey: key, parameters: parameters), parameters, request)
-        }
-        return page(for: try await service.land(linkKey: key, parameters: parameters), parameters, request)
     }
 
     /// The GET's status and headers, without a body and without changing anything.
     @Sendable func head(_ request: Request, context: RelayContext) async throws -> Response {
-        var response: Response
-        switch try check(request, context) {
-        case .landing(let key, let parameters):
-            response = page(
-                for: try await service.inspectLanding(linkKey: key, parameters: parameters), parameters, request)
-        case .refused(let page):
-            response = page
+        var response = try await landing(request, context) { key, parameters in
+            page(for: try await service.inspectLanding(linkKey: key, parameters: parameters), parameters, request)
         }
         response.body = .init()
         return response
@@ -78,38 +67,34 @@ struct LandingController {
     /// The confirm page's buttons: `choice=confirm` counts as the tap, `choice=reject` ends the session.
     /// Either way the answer is a 303 back to the landing's GET, which shows where things stand.
     @Sendable func answer(_ request: Request, context: RelayContext) async throws -> Response {
-        let key: String
-        let parameters: LandingParameters
-        switch try check(request, context) {
-        case .landing(let checkedKey, let checkedParameters): (key, parameters) = (checkedKey, checkedParameters)
-        case .refused(let page): return page
-        }
-        guard confirmOnPhone else {
-            return pages.render("error-bad-link", status: .methodNotAllowed, headers: [.allow: "GET, HEAD"])
-        }
-        // The form is the relay's own page; a browser posting it from anywhere else is refused.
-        if let origin = request.headers[.origin], origin != publicOrigin {
-            return pages.render("error-bad-link", status: .forbidden)
-        }
-        let form = try? await request.body.collect(upTo: Self.maximumFormSize)
-        let result: SessionService.LandingResult
-        switch form.map({ String(buffer: $0) }) {
-        case "choice=confirm":
-            result = try await service.land(linkKey: key, parameters: parameters, confirming: true)
-        case "choice=reject":
-            result = try await service.reject(linkKey: key, parameters: parameters)
-        default:
-            return pages.render("error-bad-link", status: .badRequest)
-        }
-        switch result {
-        case .accepted, .finalPage, .awaitingConfirmation:
-            if case .accepted = result { service.metrics.landingAccepted() }
-            // 303, so that the browser GETs the landing again (R1.8), which shows where things stand.
-            return Response(
-                status: .seeOther,
-                headers: [.location: Self.landingPath(key, parameters), .cacheControl: "no-store"])
-        case .unknown, .expired, .alreadyUsed:
-            return page(for: result, parameters, request)
+        try await landing(request, context) { key, parameters in
+            guard confirmOnPhone else {
+                return pages.render("error-bad-link", status: .methodNotAllowed, headers: [.allow: "GET, HEAD"])
+            }
+            // The form is the relay's own page; a browser posting it from anywhere else is refused.
+            if let origin = request.headers[.origin], origin != publicOrigin {
+                return pages.render("error-bad-link", status: .forbidden)
+            }
+            let form = try? await request.body.collect(upTo: Self.maximumFormSize)
+            let result: SessionService.LandingResult
+            switch form.map({ String(buffer: $0) }) {
+            case "choice=confirm":
+                result = try await service.land(linkKey: key, parameters: parameters, confirming: true)
+            case "choice=reject":
+                result = try await service.reject(linkKey: key, parameters: parameters)
+            default:
+                return pages.render("error-bad-link", status: .badRequest)
+            }
+            switch result {
+            case .accepted, .finalPage, .awaitingConfirmation:
+                if case .accepted = result { service.metrics.landingAccepted() }
+                // 303, so that the browser GETs the landing again (R1.8), which shows where things stand.
+                return Response(
+                    status: .seeOther,
+                    headers: [.location: Self.landingPath(key, parameters), .cacheControl: "no-store"])
+            case .unknown, .expired, .alreadyUsed:
+                return page(for: result, parameters, request)
+            }
         }
     }
 
