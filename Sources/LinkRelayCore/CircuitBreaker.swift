@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A circuit breaker around a dependency (the Prove API), so that an outage makes the relay fail
 /// fast instead of piling calls, retries and backoff sleeps onto a service that is down.
@@ -56,7 +55,7 @@ public final class CircuitBreaker: Sendable {
     public let probeTimeout: TimeInterval
 
     private let onStateChange: (@Sendable (State, State) -> Void)?
-    private let core: Mutex<Core>
+    private let core: Locked<Core>
 
     /// A breaker that opens after `failureThreshold` consecutive failures and stays open for
     /// `openDuration` seconds. A probe unrecorded for `probeTimeout` seconds (default
@@ -76,7 +75,7 @@ public final class CircuitBreaker: Sendable {
         self.openDuration = openDuration
         self.probeTimeout = probeTimeout
         self.onStateChange = onStateChange
-        self.core = Mutex(Core(notifies: onStateChange != nil))
+        self.core = Locked(Core(notifies: onStateChange != nil))
     }
 
     /// The current state. `open` stays `open` past its end until the next `acquire`.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The relay's idea of now, and a way to wait for a moment. Holds and expiries are wall-clock
 /// dates (they survive restarts), so the clock speaks `Date`. Tests inject `ManualClock`.
@@ -35,10 +34,10 @@ public final class ManualClock: RelayClock {
         var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     public init(now: Date = Date(timeIntervalSince1970: 1_800_000_000)) {
-        state = Mutex(State(now: now))
+        state = Locked(State(now: now))
     }
 
     public func now() -> Date { state.withLock { $0.now } }

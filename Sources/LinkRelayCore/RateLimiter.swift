@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The shape of a token bucket: it holds at most `capacity` tokens (the burst) and gains
 /// `refillPerSecond` tokens a second (the steady rate). Each allowed request takes one token.
@@ -47,7 +46,7 @@ public final class RateLimiter: Sendable {
     /// The most buckets tracked at once.
     public let maximumKeys: Int
 
-    private let table: Mutex<BucketTable>
+    private let table: Locked<BucketTable>
 
     /// A limiter applying `rule` to each key, tracking at most `maximumKeys` keys.
     /// - Precondition: `maximumKeys >= 1`.
@@ -55,7 +54,7 @@ public final class RateLimiter: Sendable {
         precondition(maximumKeys >= 1, "the limiter must track at least one key")
         self.rule = rule
         self.maximumKeys = maximumKeys
-        self.table = Mutex(BucketTable())
+        self.table = Locked(BucketTable())
     }
 
     /// Takes one token from `key`'s bucket and returns true, or returns false when the bucket is
@@ -194,14 +193,14 @@ public final class ConnectionLimiter: Sendable {
     /// The most concurrent holders per key.
     public let maximum: Int
 
-    private let counts: Mutex<[String: Int]>
+    private let counts: Locked<[String: Int]>
 
     /// A limiter allowing `maximum` concurrent holders per key.
     /// - Precondition: `maximum >= 1`.
     public init(maximum: Int) {
         precondition(maximum >= 1, "a connection limit allows at least one connection")
         self.maximum = maximum
-        self.counts = Mutex([:])
+        self.counts = Locked([:])
     }
 
     /// Counts one more holder for `key` and returns true, or returns false (counting nothing)

@@ -1,7 +1,6 @@
 import Foundation
 import LinkRelayCore
 import ServiceLifecycle
-import Synchronization
 
 /// What a waiting channel can be woken by.
 enum ChannelSignal: Sendable {
@@ -33,7 +32,7 @@ final class ChannelHub: EventBus {
         var drainWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Starts listening to a session. Listen before reading the store, so no event can fall between.
     func listen(sessionID: String, wakeAt: Date?) -> ChannelListener {

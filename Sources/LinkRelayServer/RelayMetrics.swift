@@ -1,7 +1,7 @@
 import Foundation
+import LinkRelayCore
 import Prometheus
 import ProveAPI
-import Synchronization
 
 /// The relay's Prometheus metrics. One registry per application, so tests can run several apps.
 public final class RelayMetrics: ProveCallObserver {
@@ -14,8 +14,8 @@ public final class RelayMetrics: ProveCallObserver {
     private let landingsRejected: [LandingRejection: Counter]
     private let outcomes: [String: Counter]
     private let openChannels: [ChannelTransport: Gauge]
-    private let proveCalls = Mutex<[String: Counter]>([:])
-    private let proveLatency = Mutex<[String: DurationHistogram]>([:])
+    private let proveCalls = Locked<[String: Counter]>([:])
+    private let proveLatency = Locked<[String: DurationHistogram]>([:])
     private let breakerOpen: Gauge
     private let limitTrips: [LimitKind: Counter]
 

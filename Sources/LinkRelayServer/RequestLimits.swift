@@ -2,7 +2,6 @@ import Foundation
 import Hummingbird
 import LinkRelayCore
 import Logging
-import Synchronization
 
 /// The relay's rate and connection limits (`Limits`), as the controllers apply them. Over a limit a
 /// request gets a bare 429 and changes nothing. With `--limits off` every check passes.
@@ -117,9 +116,9 @@ final class RequestLimits: Sendable {
 /// A channel's place under the connection limits, given back when the channel ends (or, at the
 /// latest, when the slot is released from memory, so that no path can leak a place).
 final class ChannelSlot: Sendable {
-    private let pending: Mutex<(@Sendable () -> Void)?>
+    private let pending: Locked<(@Sendable () -> Void)?>
 
-    init(release: (@Sendable () -> Void)?) { pending = Mutex(release) }
+    init(release: (@Sendable () -> Void)?) { pending = Locked(release) }
 
     func release() {
         let release = pending.withLock { pending in

@@ -2,7 +2,6 @@ import Foundation
 import LinkRelayCore
 import Logging
 import ProveAPI
-import Synchronization
 
 /// The one place that changes sessions: it writes the store, then wakes channels through the bus.
 final class SessionService: Sendable {
@@ -19,7 +18,7 @@ final class SessionService: Sendable {
     let defaultHold: Int
     let verifications: VerificationQueue
     let expiries: ExpiryQueue
-    private let inFlightCreates = Mutex<[String: Task<Session, any Error>]>([:])
+    private let inFlightCreates = Locked<[String: Task<Session, any Error>]>([:])
 
     init(
         store: any SessionStore, bus: any EventBus, prove: any ProveClient, clock: any RelayClock,
@@ -303,8 +302,8 @@ final class SessionService: Sendable {
 final class VerificationQueue: Sendable {
     let stream: AsyncStream<String>
     private let continuation: AsyncStream<String>.Continuation
-    private let running = Mutex<Set<String>>([])
-    private let problems = Mutex<[String: String]>([:])
+    private let running = Locked<Set<String>>([])
+    private let problems = Locked<[String: String]>([:])
 
     init() { (stream, continuation) = AsyncStream.makeStream() }
 
@@ -325,7 +324,7 @@ final class VerificationQueue: Sendable {
 
 /// Hold ends the expiry sweeper waits for, earliest first.
 final class ExpiryQueue: Sendable {
-    private let heap = Mutex(Heap())
+    private let heap = Locked(Heap())
 
     func schedule(sessionID: String, at date: Date) { heap.withLock { $0.insert((date, sessionID)) } }
 

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import LinkRelayCore
@@ -13,8 +12,8 @@ private final class ChangeLog: Sendable {
         let stateSeenInside: CircuitBreaker.State?
     }
 
-    let entries = Mutex<[Entry]>([])
-    let breaker = Mutex<CircuitBreaker?>(nil)
+    let entries = Locked<[Entry]>([])
+    let breaker = Locked<CircuitBreaker?>(nil)
 
     func record(_ old: CircuitBreaker.State, _ new: CircuitBreaker.State) {
         let inside = breaker.withLock { $0 }?.state
@@ -226,8 +225,8 @@ struct CircuitBreakerTests {
 
     @Test func callbackMayCallBackIntoTheBreaker() {
         let log = ChangeLog()
-        let reentered = Mutex<[Bool]>([])
-        let holder = Mutex<CircuitBreaker?>(nil)
+        let reentered = Locked<[Bool]>([])
+        let holder = Locked<CircuitBreaker?>(nil)
         let breaker = CircuitBreaker(failureThreshold: 1, openDuration: 0) { old, new in
             log.record(old, new)
             // From the callback: when it opens, try at once (openDuration 0 gives the probe).

@@ -1,7 +1,7 @@
 import AsyncHTTPClient
+import Dispatch
 import Foundation
 import LinkRelayCore
-import Synchronization
 import Testing
 
 @testable import LinkRelayServer
@@ -28,7 +28,7 @@ struct PersistenceTests {
             process.standardOutput = FileHandle.nullDevice
             let (lines, continuation) = AsyncStream<String>.makeStream()
             self.lines = lines
-            let buffer = Mutex("")
+            let buffer = Locked("")
             pipe.fileHandleForReading.readabilityHandler = { handle in
                 let data = handle.availableData
                 if data.isEmpty {
@@ -53,14 +53,25 @@ struct PersistenceTests {
             return false
         }
 
-        func kill() {
-            Foundation.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        /// Returns once the process has exited. The blocking wait runs on a Dispatch thread: blocking one
+        /// of Swift's few cooperative threads would starve every other test meanwhile.
+        func exited() async {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    self.process.waitUntilExit()
+                    continuation.resume()
+                }
+            }
         }
 
+        func kill() async {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            await exited()
+        }
+
+        /// Sends SIGTERM and lets the process end on its own (cleanup in a `defer`, which cannot wait).
         func stop() {
             process.terminate()
-            process.waitUntilExit()
         }
     }
 
@@ -73,6 +84,7 @@ struct PersistenceTests {
             let child = try Child(arguments(port), environment: environment)
             if await child.waitFor(ready) { return (child, port) }
             child.stop()
+            await child.exited()
         }
         throw StartFailure()
     }
@@ -117,7 +129,7 @@ struct PersistenceTests {
             body: #"{"phoneNumber":"2001004014"}"#)
         #expect(response.status == 201)
         let created = try response.json(Created.self)
-        first.kill()
+        await first.kill()
 
         let second = try Child(relayArguments(relayPort), environment: credentials)
         defer { second.stop() }

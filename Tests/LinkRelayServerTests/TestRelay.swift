@@ -5,14 +5,13 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
-import Synchronization
 import Testing
 
 @testable import LinkRelayServer
 
 /// Every log line the relay wrote during a test, to check that no secret reaches a log.
 final class LogCapture: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
 
     var all: [String] { lines.withLock { $0 } }
 

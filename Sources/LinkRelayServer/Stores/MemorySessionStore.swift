@@ -1,5 +1,4 @@
 import LinkRelayCore
-import Synchronization
 
 /// Sessions in this process's memory only: for tests and throw-away runs. A restart loses everything.
 final class MemorySessionStore: SessionStore {
@@ -10,7 +9,7 @@ final class MemorySessionStore: SessionStore {
         var byIdempotencyKey: [String: String] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func insert(_ session: Session, event: SessionEvent) async throws {
         try state.withLock { state in

@@ -2,7 +2,6 @@ import Foundation
 import LinkRelayCore
 import Logging
 import SQLiteNIO
-import Synchronization
 
 /// Sessions in a SQLite file (WAL). A write commits before the relay announces it, so `kill -9`
 /// and a restart lose nothing that any response or event has mentioned.
@@ -184,7 +183,7 @@ final class AsyncMutex: Sendable {
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func withLock<T>(_ body: () async throws -> T) async rethrows -> T {
         await acquire()
