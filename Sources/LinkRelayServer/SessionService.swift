@@ -229,8 +229,8 @@ final class SessionService: Sendable {
                 reason: "No result from Prove before the hold ended: " + (problem ?? "Prove still said pending"))
             return [.result(.failed)]
         }
-        verifications.forget(sessionID)
         guard let session else { return }
+        verifications.forget(sessionID)
         if let result = session.result {
             metrics.sessionEnded(result.outcome.rawValue)
             logger.warning(
