@@ -16,7 +16,7 @@ public actor ProveSandbox {
     /// Request bodies must be under 4 KB.
     public static let maxBodyBytes = 4095
     /// The outbox keeps at most this many messages (oldest dropped first).
-    public static let maxOutboxMessages = 1000
+    public static let maxOutboxMessages = 20_000
 
     enum UnifyState: Sendable {
         case pending
@@ -58,6 +58,7 @@ public actor ProveSandbox {
     /// Instant Link id → correlationId.
     private var links: [String: String] = [:]
     private var messages: [SandboxOutboxMessage] = []
+    private var lastPurge = Date.distantPast
     private var callCounts: [String: Int] = [:]
     private var issuedTokenCount = 0
     /// Faults, hung requests and their observers (`ProveSandbox+Faults.swift`).
@@ -467,17 +468,22 @@ public actor ProveSandbox {
         return flow
     }
 
-    /// Keeps the outbox bounded: messages of live sessions only, at most `maxOutboxMessages`.
+    /// Keeps the outbox bounded: messages of live sessions only, at most `maxOutboxMessages`. Messages
+    /// are kept in the order they were sent, so the expired ones are at the front: a send costs O(1)
+    /// unless something is dropped.
     private func pruneOutbox() {
         let cutoff = now().addingTimeInterval(-Self.flowLifetime)
-        messages.removeAll { $0.sentAt <= cutoff }
-        if messages.count > Self.maxOutboxMessages {
-            messages.removeFirst(messages.count - Self.maxOutboxMessages)
-        }
+        let drop = max(messages.prefix { $0.sentAt <= cutoff }.count, messages.count - Self.maxOutboxMessages)
+        if drop > 0 { messages.removeFirst(drop) }
     }
 
+    /// Forgets expired flows, at most once a minute: a full pass over every flow on each call made
+    /// session creation slow in proportion to the number of live sessions.
     private func purgeExpired() {
-        let cutoff = now().addingTimeInterval(-Self.flowLifetime)
+        let now = now()
+        guard now.timeIntervalSince(lastPurge) >= 60 else { return }
+        lastPurge = now
+        let cutoff = now.addingTimeInterval(-Self.flowLifetime)
         unifyFlows = unifyFlows.filter { $0.value.createdAt > cutoff }
         prefillFlows = prefillFlows.filter { $0.value.createdAt > cutoff }
         links = links.filter { unifyFlows[$0.value] != nil }
