@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# LinkRelay beside its anchors (nginx+nchan, Pushpin, nginx serving a page), measured in one run on
+# this machine, and printed as one table with the ratios.
+#
+#   Benchmarks/run.sh [N waiters, default 10000] [taps/s, default 1000]
+#
+# Needs: apt-get install nginx libnginx-mod-nchan pushpin wrk; pip install aiohttp uvloop.
+# The harness is ../shared/bench (LINKRELAY_BENCH overrides); raw results stay in the printed directory.
+set -euo pipefail
+N=${1:-10000}
+RATE=${2:-1000}
+root=$(cd "$(dirname "$0")/.." && pwd)
+bench=${LINKRELAY_BENCH:-$root/../shared/bench}
+out=$(mktemp -d /tmp/linkrelay-bench.XXXX)
+key=bench-api-key-0123456789abcdef
+port=18700
+ulimit -n 20000 2>/dev/null || true
+
+echo "== build (release)" >&2
+(cd "$root" && swift build -c release --product linkrelay >&2)
+bin=$(cd "$root" && swift build -c release --show-bin-path)/linkrelay
+
+relay_pid=""
+stop_relay() {
+    if [ -n "$relay_pid" ]; then
+        kill -TERM "$relay_pid" 2>/dev/null || true
+        wait "$relay_pid" 2>/dev/null || true
+        relay_pid=""
+    fi
+}
+trap stop_relay EXIT
+
+# Starts a fresh relay (new SQLite file); sets relay_pid, and startup_ms from exec to /readyz = 200.
+start_relay() {
+    local name=$1
+    rm -f "$out/$name.sqlite"*
+    local t0
+    t0=$(date +%s%N)
+    (cd "$root" && exec "$bin" serve --port "$port" --store "sqlite:$out/$name.sqlite" --limits off \
+        --api-key "$key" --hold 600 >"$out/$name.log" 2>&1) &
+    relay_pid=$!
+    until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.005; done
+    startup_ms=$((($(date +%s%N) - t0) / 1000000))
+}
+
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+
+echo "== anchors: nginx+nchan, nginx static, Pushpin ($N waiters, $RATE taps/s)" >&2
+bash "$bench/run-anchors.sh" "$N" "$RATE" >"$out/anchors.jsonl" 2>"$out/anchors.err" || true
+
+echo "== LinkRelay: start-up, idle memory, waiters on each transport" >&2
+: >"$out/relay.jsonl"
+for transport in longpoll ws sse; do
+    start_relay "$transport"
+    sleep 1
+    idle_kib=$(rss_kib "$relay_pid")
+    python3 "$bench/waiters.py" --target relay --transport "$transport" --n "$N" --rate "$RATE" \
+        --open-rate 3000 --base "http://127.0.0.1:$port" --api-key "$key" --pids "$relay_pid" \
+        2>>"$out/waiters.err" | tail -1 |
+        python3 -c "import json,sys; r=json.load(sys.stdin); r.update(startup_ms=$startup_ms, idle_kib=$idle_kib); print(json.dumps(r))" \
+            >>"$out/relay.jsonl" || echo "{\"transport\": \"$transport\", \"error\": \"waiters.py failed\"}" >>"$out/relay.jsonl"
+    stop_relay
+done
+
+echo "== LinkRelay: landing throughput (wrk on a valid repeat landing)" >&2
+start_relay landing
+session=$(curl -sf -X POST "http://127.0.0.1:$port/v1/sessions" -H "Authorization: Bearer $key" \
+    -H 'Content-Type: application/json' -d '{"phoneNumber":"2001004014"}')
+link=$(curl -sf "http://127.0.0.1:$port/sandbox/outbox?phoneNumber=2001004014" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["messages"][-1]["link"])')
+landing=$(curl -s -o /dev/null -w '%{redirect_url}' "$link")
+curl -sf -o /dev/null "$landing"
+id=$(echo "$session" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sessionId"])')
+until curl -sf "http://127.0.0.1:$port/v1/sessions/$id" -H "Authorization: Bearer $key" | grep -q '"result"'; do
+    sleep 0.05
+done
+page_bytes=$(curl -s "$landing" | wc -c)
+landing_rps=$(wrk -t2 -c64 -d10s "$landing" | awk '/Requests\/sec/ {print $2}')
+stop_relay
+
+echo "== LinkRelay: session creation against the embedded sandbox" >&2
+start_relay create
+create=$(python3 - "$port" "$key" <<'EOF'
+import asyncio, sys, time, aiohttp
+port, key = sys.argv[1], sys.argv[2]
+async def main():
+    headers = {"Authorization": f"Bearer {key}"}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as http:
+        async def one(i):
+            async with http.post(f"http://127.0.0.1:{port}/v1/sessions", json={"phoneNumber": "2001004014"},
+                                 headers=headers) as r:
+                await r.read()
+                return r.status
+        await asyncio.gather(*(one(i) for i in range(200)))  # warm-up
+        t0 = time.monotonic()
+        statuses = await asyncio.gather(*(one(i) for i in range(5000)))
+        took = time.monotonic() - t0
+        print(round(5000 / took), sum(1 for s in statuses if s != 201))
+asyncio.run(main())
+EOF
+)
+stop_relay
+
+python3 - "$out" "$landing_rps" "$page_bytes" "$create" <<'EOF'
+import json, sys
+out, landing_rps, page_bytes, create = sys.argv[1], float(sys.argv[2] or 0), sys.argv[3], sys.argv[4].split()
+anchors = [json.loads(l) for l in open(f"{out}/anchors.jsonl") if l.startswith("{")]
+relay = [json.loads(l) for l in open(f"{out}/relay.jsonl") if l.startswith("{")]
+def find(rows, **kw):
+    return next((r for r in rows if all(r.get(k) == v for k, v in kw.items())), {})
+def num(row, *path):
+    for p in path:
+        row = row.get(p, {}) if isinstance(row, dict) else {}
+    return row if isinstance(row, (int, float)) else None
+def fmt(v, unit=""):
+    return "-" if v is None else (f"{v:,.2f}{unit}" if isinstance(v, float) else f"{v:,}{unit}")
+def ratio(a, b):
+    return "-" if a is None or b in (None, 0) else f"{a / b:.2f}x"
+nchan_lp, nchan_ws = find(anchors, target="nchan", transport="longpoll"), find(anchors, target="nchan", transport="ws")
+pushpin = find(anchors, target="pushpin")
+static = find(anchors, target="nginx-static")
+print(f"\nresults in {out}\n")
+print("| figure | LinkRelay | nchan | Pushpin | LinkRelay / nchan |")
+print("|---|---|---|---|---|")
+for transport, nchan in (("longpoll", nchan_lp), ("ws", nchan_ws), ("sse", {})):
+    r = find(relay, transport=transport)
+    pp = pushpin if transport == "longpoll" else {}
+    for label, path in (("KiB per waiter", ("kib_per_waiter",)), ("tap→tapped p50 ms", ("tapped_ms", "p50")),
+                        ("tap→tapped p99 ms", ("tapped_ms", "p99"))):
+        a, b, c = num(r, *path), num(nchan, *path), num(pp, *path)
+        print(f"| {transport}: {label} | {fmt(a)} | {fmt(b)} | {fmt(c)} | {ratio(a, b)} |")
+    print(f"| {transport}: tap→result p99 ms | {fmt(num(r, 'result_ms', 'p99'))} | | | |")
+    print(f"| {transport}: failed / delivered | {r.get('failed', '-')} / {r.get('delivered', '-')} "
+          f"| {nchan.get('failed', '-')} / {nchan.get('delivered', '-')} "
+          f"| {pp.get('failed', '-')} / {pp.get('delivered', '-')} | |")
+srv = static.get("requests_per_s")
+print(f"| landing requests/s ({page_bytes} B page; nginx: 100 B) | {fmt(landing_rps)} | {fmt(srv)} (nginx) | | {ratio(landing_rps, srv)} |")
+print(f"| session creations/s (failed) | {create[0] if create else '-'} ({create[1] if len(create) > 1 else '-'}) | | | |")
+first = relay[0] if relay else {}
+print(f"| start-up to ready ms | {first.get('startup_ms', '-')} | | | |")
+print(f"| idle RSS MiB | {fmt(round(first.get('idle_kib', 0) / 1024, 1))} | | | |")
+EOF
