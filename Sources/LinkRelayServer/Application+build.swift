@@ -75,10 +75,9 @@ public func buildLinkRelay(
     }
 
     if let sandbox {
-        for spec in configuration.sandboxFaults {
-            let (endpoint, fault) = try ProveSandbox.parseFault(spec)
+        for (endpoint, fault) in configuration.sandboxFaults {
             try await sandbox.setFault(fault, for: endpoint)
-            logger.notice("Sandbox fault set", metadata: ["endpoint": .string(endpoint), "fault": .string(spec)])
+            logger.notice("Sandbox fault set", metadata: ["endpoint": .string(endpoint), "fault": "\(fault)"])
         }
     }
     let breaker = CircuitBreaker(

@@ -46,8 +46,8 @@ public struct RelayConfiguration: Sendable {
     public var breakerFailures = 5
     /// ...and lets one probe through after this many seconds.
     public var breakerCooldown: TimeInterval = 10
-    /// Faults the embedded sandbox starts with (`--sandbox-fault`), as `ProveSandbox.parseFault` reads them.
-    public var sandboxFaults: [String] = []
+    /// Faults the embedded sandbox starts with (`--sandbox-fault`).
+    public var sandboxFaults: [(endpoint: String, fault: SandboxFault)] = []
     /// Where the Mustache pages are; found next to the working directory or the sources when nil.
     public var templatesDirectory: String?
 
@@ -169,14 +169,14 @@ public struct RelayConfiguration: Sendable {
         if let failures = try number("breaker-failures", in: 1...1000) { config.breakerFailures = failures }
         if let seconds = try number("breaker-cooldown", in: 1...600) { config.breakerCooldown = TimeInterval(seconds) }
         // Fault specs hold commas, so several are separated by semicolons in the environment.
-        config.sandboxFaults = (values("sandbox-fault") ?? []).flatMap { $0.split(separator: ";") }
+        let faultSpecs = (values("sandbox-fault") ?? []).flatMap { $0.split(separator: ";") }
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        if !config.sandboxFaults.isEmpty, case .remote = config.prove {
+        if !faultSpecs.isEmpty, case .remote = config.prove {
             throw ConfigurationError("--sandbox-fault: only with --prove sandbox")
         }
-        for spec in config.sandboxFaults {
+        for spec in faultSpecs {
             do {
-                _ = try ProveSandbox.parseFault(spec)
+                config.sandboxFaults.append(try ProveSandbox.parseFault(spec))
             } catch {
                 throw ConfigurationError("--sandbox-fault: \(error)")
             }

@@ -139,17 +139,8 @@ public actor ProveSandbox {
         case challenge
         case complete
 
-        var faultEndpoint: SandboxEndpoint {
-            switch self {
-            case .unify: .unify
-            case .unifyStatus: .unifyStatus
-            case .unifyBind: .unifyBind
-            case .start: .start
-            case .validate: .validate
-            case .challenge: .challenge
-            case .complete: .complete
-            }
-        }
+        /// The same endpoint, as faults name it (the names are the same).
+        var faultEndpoint: SandboxEndpoint { SandboxEndpoint(rawValue: rawValue)! }
     }
 
     func handle(_ endpoint: APIEndpoint, authorization: String?, body: [UInt8]?) -> SandboxReply {

@@ -119,9 +119,15 @@ public func buildSandboxApplication(
     publicBaseURL: String?,
     logger: Logger
 ) -> some ApplicationProtocol {
-    let urlHost = host.contains(":") ? "[\(host)]" : host
-    let sandbox = ProveSandbox(publicBaseURL: publicBaseURL ?? "http://\(urlHost):\(port)")
+    let sandbox = ProveSandbox(publicBaseURL: publicBaseURL ?? ProveSandbox.localBaseURL(host: host, port: port))
     return buildSandboxApplication(sandbox: sandbox, host: host, port: port, logger: logger)
+}
+
+extension ProveSandbox {
+    /// `http://HOST:PORT` (IPv6 hosts in brackets): where a standalone sandbox is reached.
+    public static func localBaseURL(host: String, port: Int) -> String {
+        "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
+    }
 }
 
 /// The sandbox alone, serving the given simulator (tests keep a reference to inspect it).

@@ -147,7 +147,7 @@ struct Sandbox: AsyncParsableCommand {
     var fault: [String] = []
 
     func run() async throws {
-        var faults: [(String, SandboxFault)] = []
+        var faults: [(endpoint: String, fault: SandboxFault)] = []
         for spec in fault {
             do {
                 faults.append(try ProveSandbox.parseFault(spec))
@@ -156,8 +156,7 @@ struct Sandbox: AsyncParsableCommand {
             }
         }
         let logger = makeLogger("linkrelay.sandbox")
-        let sandbox = ProveSandbox(
-            publicBaseURL: publicURL ?? "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")
+        let sandbox = ProveSandbox(publicBaseURL: publicURL ?? ProveSandbox.localBaseURL(host: host, port: port))
         for (endpoint, fault) in faults { try await sandbox.setFault(fault, for: endpoint) }
         try await buildSandboxApplication(sandbox: sandbox, host: host, port: port, logger: logger).runService()
     }
