@@ -1,7 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
-import HummingbirdWebSocket
+import HummingbirdCore
 import LinkRelayCore
 import Logging
 import ProveAPI
@@ -102,18 +102,16 @@ public func buildLinkRelay(
         logger: logger)
 
     let router = Router(context: RelayContext.self)
-    let webSocketRouter = Router(context: RelayContext.self)
-    let headers = SecurityHeadersMiddleware(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
-    for router in [router, webSocketRouter] {
-        router.add(middleware: headers)
-        router.add(middleware: ErrorMiddleware(pages: pages))
-    }
+    let strictTransportSecurity = configuration.publicURL.hasPrefix("https://")
+    router.add(middleware: SecurityHeadersMiddleware(strictTransportSecurity: strictTransportSecurity))
+    router.add(middleware: ErrorMiddleware(pages: pages))
     SessionsController(
         service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits
     ).addRoutes(to: router)
-    ChannelsController(
-        service: service, hub: hub, allowedOrigins: Set(configuration.allowedOrigins), limits: limits
-    ).addRoutes(to: router, webSocketRouter: webSocketRouter)
+    let channels = ChannelServices(
+        gate: ChannelGate(store: store, allowedOrigins: Set(configuration.allowedOrigins), logger: logger), hub: hub,
+        store: store, clock: clock, metrics: metrics, limits: limits, strictTransportSecurity: strictTransportSecurity)
+    ChannelsController(gate: channels.gate).addRoutes(to: router)
     LandingController(
         service: service, pages: pages, limits: limits, confirmOnPhone: configuration.confirmOnPhone,
         integratorName: configuration.integratorName,
@@ -132,14 +130,9 @@ public func buildLinkRelay(
     let mode = sandbox == nil ? "prove" : "SANDBOX (simulated Prove)"
     let application = Application(
         router: router,
-        server: .http1WebSocketUpgrade(
-            webSocketRouter: webSocketRouter,
-            configuration: .init(
-                http1: .init(idleTimeout: .seconds(75)),
-                ws: .init(
-                    maxFrameSize: ChannelsController.maximumMessageSize,
-                    extensions: [.nonNegotiatedExtension { MaskedFramesOnly() }],
-                    autoPing: .enabled(timePeriod: .seconds(20)), validateUTF8: true))),
+        server: HTTPServerBuilder { responder in
+            RelayChildChannel(http1: HTTP1Channel(responder: responder), services: channels)
+        },
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "LinkRelay"),
         services: [
@@ -217,11 +210,15 @@ struct SecurityHeadersMiddleware: RouterMiddleware {
         } catch let error as any HTTPResponseError {
             response = try error.response(from: request, context: context)
         }
-        response.headers[.init("X-Content-Type-Options")!] = "nosniff"
-        if strictTransportSecurity {
-            response.headers[.strictTransportSecurity] = "max-age=63072000; includeSubDomains"
-        }
+        Self.add(to: &response.headers, strictTransportSecurity: strictTransportSecurity)
         return response
+    }
+
+    static func add(to headers: inout HTTPFields, strictTransportSecurity: Bool) {
+        headers[.init("X-Content-Type-Options")!] = "nosniff"
+        if strictTransportSecurity {
+            headers[.strictTransportSecurity] = "max-age=63072000; includeSubDomains"
+        }
     }
 }
 

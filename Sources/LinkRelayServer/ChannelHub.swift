@@ -16,10 +16,12 @@ enum ChannelSignal: Sendable {
 /// In-process fan-out from stored events to the channels waiting on this instance.
 ///
 /// One hub per process holds every listener; a single `ChannelHeartbeat` wakes the listeners that
-/// asked for a timer, so a waiting channel costs a stream continuation, not a task or a timer.
+/// asked for a timer, so a waiting channel costs a callback, not a task or a timer.
 final class ChannelHub: EventBus {
+    typealias Deliver = @Sendable (ChannelSignal) -> Void
+
     private struct Listener {
-        let continuation: AsyncStream<ChannelSignal>.Continuation
+        let deliver: Deliver
         var wakeAt: Date?
     }
 
@@ -34,20 +36,19 @@ final class ChannelHub: EventBus {
 
     private let state = Locked(State())
 
-    /// Starts listening to a session. Listen before reading the store, so no event can fall between.
-    func listen(sessionID: String, wakeAt: Date?) -> ChannelListener {
-        let (stream, continuation) = AsyncStream<ChannelSignal>.makeStream(bufferingPolicy: .unbounded)
+    /// Starts listening to a session: `deliver` is called (on any thread, never under the hub's lock)
+    /// with each signal until the listener finishes. Listen before reading the store, so no event can
+    /// fall between.
+    func listen(sessionID: String, wakeAt: Date?, _ deliver: @escaping Deliver) -> ChannelListener {
         let (id, shuttingDown) = state.withLock { state -> (UInt64, Bool) in
             state.nextID += 1
             state.count += 1
-            state.sessions[sessionID, default: [:]][state.nextID] = Listener(continuation: continuation, wakeAt: wakeAt)
+            state.sessions[sessionID, default: [:]][state.nextID] = Listener(deliver: deliver, wakeAt: wakeAt)
             return (state.nextID, state.shuttingDown)
         }
-        let listener = ChannelListener(hub: self, sessionID: sessionID, id: id, signals: stream)
-        continuation.onTermination = { [weak self] _ in self?.remove(sessionID: sessionID, id: id) }
         // A channel opened during shutdown ends at once, the same way as the ones already open.
-        if shuttingDown { continuation.yield(.shutdown) }
-        return listener
+        if shuttingDown { deliver(.shutdown) }
+        return ChannelListener(hub: self, sessionID: sessionID, id: id)
     }
 
     /// Number of channels listening on this instance.
@@ -57,9 +58,9 @@ final class ChannelHub: EventBus {
     func beginShutdown() {
         let all = state.withLock { state in
             state.shuttingDown = true
-            return state.sessions.values.flatMap { $0.values.map(\.continuation) }
+            return state.sessions.values.flatMap { $0.values.map(\.deliver) }
         }
-        for continuation in all { continuation.yield(.shutdown) }
+        for deliver in all { deliver(.shutdown) }
     }
 
     /// Returns once no channel is listening, or when the task is cancelled.
@@ -84,37 +85,32 @@ final class ChannelHub: EventBus {
 
     func publish(sessionID: String, events: [SessionEvent]) {
         guard !events.isEmpty else { return }
-        let continuations = state.withLock { state in state.sessions[sessionID]?.values.map(\.continuation) ?? [] }
-        for continuation in continuations { continuation.yield(.events(events)) }
+        let listeners = state.withLock { state in state.sessions[sessionID]?.values.map(\.deliver) ?? [] }
+        for deliver in listeners { deliver(.events(events)) }
     }
 
     /// Wakes every listener whose wake time has come; each must set a new one to be woken again.
     func tick(now: Date) {
-        let due = state.withLock { state -> [AsyncStream<ChannelSignal>.Continuation] in
-            var due: [AsyncStream<ChannelSignal>.Continuation] = []
+        let due = state.withLock { state -> [Deliver] in
+            var due: [Deliver] = []
             for (sessionID, listeners) in state.sessions {
                 for (id, listener) in listeners {
                     if let wakeAt = listener.wakeAt, wakeAt <= now {
-                        due.append(listener.continuation)
+                        due.append(listener.deliver)
                         state.sessions[sessionID]?[id]?.wakeAt = nil
                     }
                 }
             }
             return due
         }
-        for continuation in due { continuation.yield(.tick(now)) }
+        for deliver in due { deliver(.tick(now)) }
     }
 
     fileprivate func setWake(sessionID: String, id: UInt64, at date: Date?) {
         state.withLock { $0.sessions[sessionID]?[id]?.wakeAt = date }
     }
 
-    fileprivate func finish(sessionID: String, id: UInt64) {
-        let continuation = state.withLock { $0.sessions[sessionID]?[id]?.continuation }
-        continuation?.finish()
-    }
-
-    private func remove(sessionID: String, id: UInt64) {
+    fileprivate func remove(sessionID: String, id: UInt64) {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             guard state.sessions[sessionID]?.removeValue(forKey: id) != nil else { return [] }
             if state.sessions[sessionID]?.isEmpty == true { state.sessions[sessionID] = nil }
@@ -127,18 +123,17 @@ final class ChannelHub: EventBus {
     }
 }
 
-/// One channel's subscription to its session. Finishing it (or the stream ending) unsubscribes.
+/// One channel's subscription to its session. Finishing it unsubscribes.
 struct ChannelListener: Sendable {
     fileprivate let hub: ChannelHub
     let sessionID: String
     fileprivate let id: UInt64
-    let signals: AsyncStream<ChannelSignal>
 
     /// Asks for one `.tick` at `date` (or none with nil).
     func wake(at date: Date?) { hub.setWake(sessionID: sessionID, id: id, at: date) }
 
-    /// Ends the signal stream; the channel's loop then returns. Safe to call from any thread, more than once.
-    func finish() { hub.finish(sessionID: sessionID, id: id) }
+    /// Unsubscribes; a signal already on its way may still arrive. Safe to call from any thread, more than once.
+    func finish() { hub.remove(sessionID: sessionID, id: id) }
 }
 
 /// The one timer behind every channel's keep-alive and long-poll timeout.

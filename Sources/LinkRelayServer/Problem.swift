@@ -46,10 +46,16 @@ struct Problem: Error, HTTPResponseError {
         var errors: [FieldError]?
     }
 
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        let body = Body(
+    private var body: Body {
+        Body(
             type: "about:blank", title: title, status: Int(status.code), detail: detail,
             errors: errors.isEmpty ? nil : errors)
-        return try RelayJSON.response(body, status: status, headers: headers, contentType: "application/problem+json")
+    }
+
+    /// The problem+json document.
+    var document: Data { RelayJSON.data(body) }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        try RelayJSON.response(body, status: status, headers: headers, contentType: "application/problem+json")
     }
 }

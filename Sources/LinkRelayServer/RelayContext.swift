@@ -1,17 +1,14 @@
 import Foundation
 import Hummingbird
-import HummingbirdWebSocket
 import NIOCore
 
-/// The request context of every route: Hummingbird's core storage, WebSocket upgrades and the peer's address.
-public struct RelayContext: RequestContext, WebSocketRequestContext, RemoteAddressRequestContext {
+/// The request context of every route: Hummingbird's core storage and the peer's address.
+public struct RelayContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
-    public let webSocket: WebSocketHandlerReference<RelayContext>
     public let remoteAddress: SocketAddress?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
-        webSocket = .init()
         remoteAddress = source.channel.remoteAddress
     }
 
@@ -51,10 +48,5 @@ enum RelayJSON {
 
 extension Request {
     /// The token after `Bearer ` in the Authorization header.
-    var bearerToken: String? {
-        guard let value = headers[.authorization], value.count > 7, value.prefix(7).lowercased() == "bearer " else {
-            return nil
-        }
-        return String(value.dropFirst(7))
-    }
+    var bearerToken: String? { ChannelGate.bearerToken(headers) }
 }

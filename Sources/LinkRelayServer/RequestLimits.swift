@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import LinkRelayCore
 import Logging
+import NIOCore
 
 /// The relay's rate and connection limits (`Limits`), as the controllers apply them. Over a limit a
 /// request gets a bare 429 and changes nothing. With `--limits off` every check passes.
@@ -41,11 +42,14 @@ final class RequestLimits: Sendable {
     /// The client's address: the socket's peer, or the client `X-Forwarded-For` names when the peer
     /// is a `--trusted-proxy` (see `ClientAddress.resolve`).
     func client(_ request: Request, _ context: RelayContext) -> IPAddress? {
-        let peer = context.remoteAddress?.ipAddress.flatMap { IPAddress($0) }
+        client(peer: context.remoteAddress, headers: request.headers)
+    }
+
+    func client(peer: SocketAddress?, headers: HTTPFields) -> IPAddress? {
+        let peer = peer?.ipAddress.flatMap { IPAddress($0) }
         guard !trustedProxies.isEmpty else { return peer }
         return ClientAddress.resolve(
-            peer: peer, forwardedFor: request.headers[values: .init("X-Forwarded-For")!],
-            trustedProxies: trustedProxies)
+            peer: peer, forwardedFor: headers[values: .init("X-Forwarded-For")!], trustedProxies: trustedProxies)
     }
 
     private func ipKey(_ request: Request, _ context: RelayContext) -> String {
@@ -68,21 +72,21 @@ final class RequestLimits: Sendable {
     }
 
     /// Whether one more channel on `sessionID` from this client fits, without taking a place.
-    func channelFits(sessionID: String, _ request: Request, _ context: RelayContext) -> Bool {
+    func channelFits(sessionID: String, client: IPAddress?) -> Bool {
         guard let active else { return true }
         if active.channelsBySession.count(for: sessionID) >= active.channelsBySession.maximum {
             return trip(.channelsPerSession)
         }
-        if active.channelsByIP.count(for: ipKey(request, context)) >= active.channelsByIP.maximum {
+        if active.channelsByIP.count(for: client?.rateLimitKey ?? "unknown") >= active.channelsByIP.maximum {
             return trip(.channelsPerIP)
         }
         return true
     }
 
     /// Takes a place for a channel, or nil when the session or the client has no place left.
-    func openChannel(sessionID: String, _ request: Request, _ context: RelayContext) -> ChannelSlot? {
+    func openChannel(sessionID: String, client: IPAddress?) -> ChannelSlot? {
         guard let active else { return ChannelSlot(release: nil) }
-        let ip = ipKey(request, context)
+        let ip = client?.rateLimitKey ?? "unknown"
         guard active.channelsBySession.acquire(sessionID) else {
             trip(.channelsPerSession)
             return nil

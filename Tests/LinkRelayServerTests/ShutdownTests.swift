@@ -31,18 +31,20 @@ struct ShutdownTests {
     @Test("The drain turns readiness off, tells every channel, then waits for them to go")
     func drainOrder() async throws {
         try await withDrain { hub, draining, group in
-            let open = hub.listen(sessionID: "ses_a", wakeAt: nil)
+            let (openSignals, openContinuation) = AsyncStream<ChannelSignal>.makeStream()
+            let open = hub.listen(sessionID: "ses_a", wakeAt: nil) { openContinuation.yield($0) }
             #expect(!draining.isDraining)
             await group.triggerGracefulShutdown()
-            var signals = open.signals.makeAsyncIterator()
+            var signals = openSignals.makeAsyncIterator()
             guard case .shutdown = await signals.next() else {
                 Issue.record("the open channel was not told to end")
                 return
             }
             #expect(draining.isDraining, "/readyz says 503 before any channel is told")
             // A channel opened during the drain is told at once.
-            let late = hub.listen(sessionID: "ses_b", wakeAt: nil)
-            var lateSignals = late.signals.makeAsyncIterator()
+            let (lateStream, lateContinuation) = AsyncStream<ChannelSignal>.makeStream()
+            let late = hub.listen(sessionID: "ses_b", wakeAt: nil) { lateContinuation.yield($0) }
+            var lateSignals = lateStream.makeAsyncIterator()
             guard case .shutdown = await lateSignals.next() else {
                 Issue.record("a channel opened during the drain was not told to end")
                 return
@@ -56,7 +58,7 @@ struct ShutdownTests {
     @Test("The drain is bounded: a channel that never goes does not hold the shutdown")
     func drainTimeout() async throws {
         try await withDrain(timeout: .milliseconds(50)) { hub, _, group in
-            let stuck = hub.listen(sessionID: "ses_c", wakeAt: nil)
+            let stuck = hub.listen(sessionID: "ses_c", wakeAt: nil) { _ in }
             await group.triggerGracefulShutdown()
             _ = stuck
         }

@@ -39,13 +39,27 @@ struct WebSocketFrameTests {
     func goodMessage() async throws {
         try await TestRelay.run { relay in
             let created = try await relay.createSession()
-            let frames =
-                RawWebSocket.clientFrame(opcode: Self.text, Array("{\"hello\":1}".utf8))
-                + RawWebSocket.clientFrame(opcode: 0x8, [0x03, 0xE8])
+            // An ended session: the channel replays its events and closes with 1000, unless the
+            // message broke a rule first.
+            #expect(try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/cancel").status == 200)
             let socket = try await RawWebSocket.open(
-                created.channel.websocket + "?token=\(created.channel.token)", frames: frames)
-            #expect(socket.events.map(\.type) == ["waiting"])
-            #expect(socket.closeCode == 1000, "the server answers the client's close")
+                created.channel.websocket + "?token=\(created.channel.token)",
+                frames: RawWebSocket.clientFrame(opcode: Self.text, Array("{\"hello\":1}".utf8)))
+            #expect(socket.events.map(\.type) == ["waiting", "cancelled"])
+            #expect(socket.closeCode == 1000)
+        }
+    }
+
+    @Test("The desktop's close is answered with its code")
+    func clientClose() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let socket = try await RawWebSocket.open(
+                created.channel.websocket + "?token=\(created.channel.token)",
+                frames: RawWebSocket.clientFrame(opcode: 0x8, [0x03, 0xE9]))
+            #expect(socket.upgraded)
+            #expect(socket.closeCode == 1001)
+            #expect(try await relay.session(created.sessionId).state == "waiting")
         }
     }
 

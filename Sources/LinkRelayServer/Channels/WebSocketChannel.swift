@@ -1,0 +1,164 @@
+import Foundation
+import LinkRelayCore
+import NIOCore
+import NIOHTTP1
+import NIOWebSocket
+
+/// A desktop's WebSocket channel, on the event loop. It sends each event as a text message and closes
+/// with 1000 after a terminal one, or 1012 when the relay shuts down.
+///
+/// The desktop is expected to send nothing; what it sends is held to the caps: a frame or message
+/// over `maximumMessageSize` closes with 1009 (NIO's decoder does this for frames), an unmasked frame
+/// with 1002, a text message that is not UTF-8 with 1007. Control frames over 125 bytes or fragmented
+/// close with 1002 (NIO's decoder). `permessage-deflate` is never negotiated.
+final class WebSocketChannelHandler: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    /// The largest WebSocket frame, and message, a desktop may send (the relay expects none).
+    static let maximumMessageSize = 4096
+    /// How long the relay waits for the desktop's answer to its close frame.
+    static let closeTimeout: TimeAmount = .seconds(5)
+
+    private let services: ChannelServices
+    private let admission: ChannelAdmission
+    private var slot: ChannelSlot?
+    private var feed: ChannelFeed?
+    private var awaitingPong = false
+    private var closing = false
+    /// The message being received: its size, and its bytes when it is text (to check UTF-8).
+    private var message: (size: Int, text: ByteBuffer?)?
+
+    init(services: ChannelServices, admission: ChannelAdmission, slot: ChannelSlot) {
+        self.services = services
+        self.admission = admission
+        self.slot = slot
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        services.metrics.channelOpened(.websocket)
+        feed = ChannelFeed(
+            store: services.store, hub: services.hub, eventLoop: context.eventLoop, sessionID: admission.session.id,
+            cursor: admission.cursor, wakeAt: services.clock.now().addingTimeInterval(services.pingInterval)
+        ) { [unowned self] step in self.step(step, context) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        end()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        end()
+    }
+
+    /// The desktop closed its side without a close frame: it is gone.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event {
+            end()
+            context.close(promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func end() {
+        guard let slot else { return }
+        self.slot = nil
+        feed?.end()
+        feed = nil
+        slot.release()
+        services.metrics.channelClosed(.websocket)
+    }
+
+    private func step(_ step: ChannelFeed.Step, _ context: ChannelHandlerContext) {
+        switch step {
+        case .replayed(let events), .events(let events):
+            for event in events {
+                var text = context.channel.allocator.buffer(capacity: 256)
+                text.writeBytes(RelayJSON.data(event))
+                context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: text)), promise: nil)
+            }
+            context.flush()
+            if events.contains(where: \.isTerminal) { close(.normalClosure, context) }
+        case .tick(let now):
+            // The last ping went unanswered: the desktop is gone without saying so.
+            if awaitingPong { return close(.goingAway, context) }
+            awaitingPong = true
+            context.writeAndFlush(
+                wrapOutboundOut(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer())), promise: nil)
+            feed?.wake(at: now.addingTimeInterval(services.pingInterval))
+        case .shutdown:
+            // 1012 Service Restart: the client reconnects with `?after=` (API.md).
+            close(.unknown(1012), context, reason: "Service Restart")
+        case .failed:
+            close(.unexpectedServerError, context)
+        }
+    }
+
+    /// Sends a close frame and ends the channel; the connection closes when the desktop answers, or
+    /// after `closeTimeout`.
+    private func close(_ code: WebSocketErrorCode, _ context: ChannelHandlerContext, reason: String = "") {
+        end()
+        guard !closing else { return }
+        closing = true
+        var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        data.write(webSocketErrorCode: code)
+        data.writeString(reason)
+        context.writeAndFlush(
+            wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)), promise: nil)
+        let channel = context.channel
+        context.eventLoop.scheduleTask(in: Self.closeTimeout) { channel.close(promise: nil) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        if closing, frame.opcode != .connectionClose { return }
+        guard frame.maskKey != nil else { return close(.protocolError, context) }
+        switch frame.opcode {
+        case .connectionClose:
+            if closing {
+                context.close(promise: nil)
+            } else {
+                // Answer with the desktop's own code, then close.
+                end()
+                closing = true
+                var payload = frame.unmaskedData
+                var data = context.channel.allocator.buffer(capacity: 2)
+                data.write(webSocketErrorCode: payload.readWebSocketErrorCode() ?? .normalClosure)
+                let channel = context.channel
+                context.writeAndFlush(
+                    wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data))
+                ).whenComplete { _ in channel.close(promise: nil) }
+            }
+        case .ping:
+            let pong = WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)
+            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+        case .pong:
+            awaitingPong = false
+        case .text, .binary, .continuation:
+            receive(frame, context)
+        default:
+            close(.protocolError, context)
+        }
+    }
+
+    /// Holds a data frame to the message caps; the message itself is dropped.
+    private func receive(_ frame: WebSocketFrame, _ context: ChannelHandlerContext) {
+        var message = self.message ?? (0, frame.opcode == .text ? ByteBuffer() : nil)
+        if (frame.opcode == .continuation) != (self.message != nil) { return close(.protocolError, context) }
+        message.size += frame.length
+        guard message.size <= Self.maximumMessageSize else { return close(.messageTooLarge, context) }
+        if message.text != nil {
+            var data = frame.unmaskedData
+            message.text?.writeBuffer(&data)
+        }
+        guard frame.fin else {
+            self.message = message
+            return
+        }
+        self.message = nil
+        if let text = message.text, String(validating: text.readableBytesView, as: UTF8.self) == nil {
+            close(.dataInconsistentWithMessage, context)
+        }
+    }
+}
