@@ -6,20 +6,26 @@ import SQLiteNIO
 /// Sessions in a SQLite file (WAL). A write commits before the relay announces it, so `kill -9`
 /// and a restart lose nothing that any response or event has mentioned.
 ///
-/// Writes go through one connection, one transaction at a time; reads use a second connection,
-/// which in WAL mode sees only committed data.
+/// Writes go through one connection, one transaction at a time; reads use other connections, which
+/// in WAL mode see only committed data.
+///
+/// Each connection runs one statement at a time. SQLiteNIO would run several at once on a
+/// connection's thread pool, and statements running at once share one read transaction: a read that
+/// overlapped a longer one saw the data as it was before a commit that came first.
 final class SQLiteSessionStore: SessionStore {
     static let schemaVersion = 1
+    static let readerCount = 2
 
     private let writer: SQLiteConnection
-    private let reader: SQLiteConnection
+    private let readers: [(connection: SQLiteConnection, lock: AsyncMutex)]
+    private let nextReader = Locked(0)
     private let writeLock = AsyncMutex()
     private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()
 
-    private init(writer: SQLiteConnection, reader: SQLiteConnection) {
+    private init(writer: SQLiteConnection, readers: [SQLiteConnection]) {
         self.writer = writer
-        self.reader = reader
+        self.readers = readers.map { ($0, AsyncMutex()) }
     }
 
     static func open(path: String, logger: Logger) async throws -> SQLiteSessionStore {
@@ -30,9 +36,13 @@ final class SQLiteSessionStore: SessionStore {
             _ = try await writer.query(pragma)
         }
         try await migrate(writer)
-        let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-        _ = try await reader.query("PRAGMA busy_timeout=5000")
-        return SQLiteSessionStore(writer: writer, reader: reader)
+        var readers: [SQLiteConnection] = []
+        for _ in 0..<readerCount {
+            let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+            _ = try await reader.query("PRAGMA busy_timeout=5000")
+            readers.append(reader)
+        }
+        return SQLiteSessionStore(writer: writer, readers: readers)
     }
 
     /// Creates or upgrades the schema; safe to run on every start.
@@ -116,27 +126,37 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     func events(sessionID: String, after: Int) async throws -> [SessionEvent] {
-        let rows = try await reader.query(
+        let rows = try await read(
             "SELECT data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
             [.text(sessionID), .integer(after)])
         return try rows.map { try decode(SessionEvent.self, $0) }
     }
 
     func activeSessions() async throws -> [Session] {
-        let rows = try await reader.query("SELECT data FROM sessions WHERE state IN ('waiting', 'tapped')")
+        let rows = try await read("SELECT data FROM sessions WHERE state IN ('waiting', 'tapped')")
         return try rows.map { try decode(Session.self, $0) }
     }
 
     func ping() async throws {
-        _ = try await reader.query("SELECT 1")
+        _ = try await read("SELECT 1")
     }
 
     func close() async throws {
-        try await reader.close()
+        for reader in readers { try await reader.connection.close() }
         try await writer.close()
     }
 
     // MARK: - helpers
+
+    /// One statement on a reader connection that runs nothing else meanwhile (see the type's notes).
+    private func read(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        let index = nextReader.withLock { next in
+            defer { next = (next + 1) % readers.count }
+            return next
+        }
+        let reader = readers[index]
+        return try await reader.lock.withLock { try await reader.connection.query(sql, binds) }
+    }
 
     /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`; rolls back when it throws or returns false.
     private func transaction(_ body: () async throws -> Bool) async throws -> Bool {
@@ -163,7 +183,7 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     private func oneSession(_ sql: String, _ value: String) async throws -> Session? {
-        guard let row = try await reader.query(sql, [.text(value)]).first else { return nil }
+        guard let row = try await read(sql, [.text(value)]).first else { return nil }
         return try decode(Session.self, row)
     }
 
