@@ -108,12 +108,19 @@ public func buildLinkRelay(
     SessionsController(
         service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits
     ).addRoutes(to: router)
+    let repeatLandings = RepeatLandings(
+        pages: .init(
+            final: ByteBuffer(string: pages.html("final", ["rejected": false])),
+            rejected: ByteBuffer(string: pages.html("final", ["rejected": true])),
+            busy: ByteBuffer(string: pages.html("error-busy")), headers: Pages.htmlHeaders()))
     let channels = ChannelServices(
         gate: ChannelGate(store: store, allowedOrigins: Set(configuration.allowedOrigins), logger: logger), hub: hub,
-        store: store, clock: clock, metrics: metrics, limits: limits, strictTransportSecurity: strictTransportSecurity)
+        store: store, clock: clock, metrics: metrics, limits: limits, landings: repeatLandings,
+        strictTransportSecurity: strictTransportSecurity)
     ChannelsController(gate: channels.gate).addRoutes(to: router)
     LandingController(
-        service: service, pages: pages, limits: limits, confirmOnPhone: configuration.confirmOnPhone,
+        service: service, pages: pages, limits: limits, repeatLandings: repeatLandings,
+        confirmOnPhone: configuration.confirmOnPhone,
         integratorName: configuration.integratorName,
         publicOrigin: RelayConfiguration.origin(of: configuration.publicURL)
     ).addRoutes(to: router)

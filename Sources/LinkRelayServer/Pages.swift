@@ -38,13 +38,16 @@ struct Pages: Sendable {
         _ template: String, _ values: [String: Any] = [:], status: HTTPResponse.Status = .ok,
         extraCSP: String = "", headers: HTTPFields = [:]
     ) -> Response {
-        var values = values
-        values["sandbox"] = sandbox
-        let html = library.render(values, withTemplate: template) ?? "<!doctype html><title>LinkRelay</title>"
-        return Response(
+        Response(
             status: status,
             headers: Self.htmlHeaders(extraCSP: extraCSP) + headers,
-            body: .init(byteBuffer: ByteBuffer(string: html)))
+            body: .init(byteBuffer: ByteBuffer(string: html(template, values))))
+    }
+
+    func html(_ template: String, _ values: [String: Any] = [:]) -> String {
+        var values = values
+        values["sandbox"] = sandbox
+        return library.render(values, withTemplate: template) ?? "<!doctype html><title>LinkRelay</title>"
     }
 
     static func htmlHeaders(extraCSP: String = "") -> HTTPFields {

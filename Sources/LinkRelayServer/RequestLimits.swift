@@ -58,9 +58,13 @@ final class RequestLimits: Sendable {
 
     /// One landing (GET, HEAD or POST on `/l/{key}`): a token from the client's bucket and the link's.
     func allowLanding(_ request: Request, _ context: RelayContext, linkKey: String) -> Bool {
+        allowLanding(client: client(request, context), linkKey: linkKey)
+    }
+
+    func allowLanding(client: IPAddress?, linkKey: String) -> Bool {
         guard let active else { return true }
         let now = clock.now()
-        guard active.landingByIP.allow(ipKey(request, context), now: now) else { return trip(.landingPerIP) }
+        guard active.landingByIP.allow(client?.rateLimitKey ?? "unknown", now: now) else { return trip(.landingPerIP) }
         guard active.landingByLink.allow(linkKey, now: now) else { return trip(.landingPerLink) }
         return true
     }

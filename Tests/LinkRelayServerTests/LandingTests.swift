@@ -107,4 +107,29 @@ struct LandingTests {
             #expect(events.last?.outcome == "verified")
         }
     }
+
+    @Test("Reloading the landing after the result shows the final page each time, counted and under the limits")
+    func reloadAfterResult() async throws {
+        try await TestRelay.run(flags: ["limit-landing-per-link": ["4"]]) { relay in
+            let created = try await relay.createSession()
+            let (first, url) = try await relay.tap()
+            #expect(first.status == 200)
+            #expect(try await relay.pollUntilDone(created).map(\.type) == ["waiting", "tapped", "result"])
+            // The first reload reads the store; the next ones are answered from memory, the same way.
+            for _ in 0..<3 {
+                let again = try await relay.request(.GET, url)
+                #expect(again.status == 200)
+                #expect(again.body.contains("This step is already complete"))
+                #expect(again.header("Cache-Control") == "no-store")
+                #expect(again.header("Content-Security-Policy")?.hasPrefix("default-src 'none'") == true)
+                #expect(again.header("X-Content-Type-Options") == "nosniff")
+            }
+            let fifth = try await relay.request(.GET, url)
+            #expect(fifth.status == 429, "the link's fifth landing in a minute")
+            #expect(fifth.body.contains("<html"))
+            let metrics = try await relay.request(.GET, "/metrics").body
+            #expect(metrics.contains("linkrelay_landings_total{result=\"final_page\"} 3"))
+            #expect(try await relay.session(created.sessionId).events.count == 3, "reloads change nothing")
+        }
+    }
 }

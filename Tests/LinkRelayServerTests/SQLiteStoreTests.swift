@@ -31,7 +31,8 @@ struct SQLiteStoreTests {
             path: directory.appendingPathComponent("relay.sqlite").path, logger: Logger(label: "test"))
         for index in 0..<200 {
             let session = Self.session(index)
-            try await store.insert(session, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
+            try await store.insert(
+                session, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
         }
         var current = try #require(try await store.session(id: "ses_0"))
         try await withThrowingTaskGroup(of: Void.self) { group in

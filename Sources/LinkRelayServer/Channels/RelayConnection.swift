@@ -18,6 +18,7 @@ struct ChannelServices: Sendable {
     let clock: any RelayClock
     let metrics: RelayMetrics
     let limits: RequestLimits
+    let landings: RepeatLandings
     let strictTransportSecurity: Bool
     /// SSE keep-alive comments are written at least this often.
     var keepAliveInterval: TimeInterval = 15
@@ -83,8 +84,9 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var handedToHummingbird = false
     /// Where the current request's body and end go.
     private var forwarding = false
-    /// A channel request until its end arrives.
+    /// A channel request, or a repeat landing's page, until the request's end arrives.
     private var pending: (route: ChannelRoute, request: HTTPRequest)?
+    private var pendingLanding: (page: ByteBuffer, request: HTTPRequest)?
     private var open: OpenChannel?
     private var keepConnection = true
     private var idleTimer: Scheduled<Void>?
@@ -131,6 +133,11 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
                 pending = (route, request)
                 return
             }
+            if request.method == .get, let page = services.landings.page(target: request.path ?? "") {
+                forwarding = false
+                pendingLanding = (page, request)
+                return
+            }
             forwarding = true
             if !handedToHummingbird {
                 do {
@@ -149,6 +156,9 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             } else if let (route, request) = pending {
                 pending = nil
                 admit(route, request, context)
+            } else if let (page, request) = pendingLanding {
+                pendingLanding = nil
+                answerRepeatLanding(page, request, context)
             }
         }
     }
@@ -375,6 +385,21 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     private func endEventStream(_ context: ChannelHandlerContext, closeConnection: Bool) {
         closeOpenChannel()
         finishAnswer(context, closeConnection: closeConnection)
+    }
+
+    // MARK: repeat landings
+
+    /// The final page again, under the same limits as every landing (see `LandingController`).
+    private func answerRepeatLanding(_ page: ByteBuffer, _ request: HTTPRequest, _ context: ChannelHandlerContext) {
+        let landings = services.landings
+        let client = services.limits.client(peer: context.channel.remoteAddress, headers: request.headerFields)
+        guard
+            services.limits.allowLanding(client: client, linkKey: RepeatLandings.linkKey(request.path ?? ""))
+        else {
+            return answer(.tooManyRequests, landings.pages.headers, landings.pages.busy, context)
+        }
+        services.metrics.landingRepeated()
+        answer(.ok, landings.pages.headers, page, context)
     }
 
     // MARK: answers

@@ -11,6 +11,7 @@ struct LandingController {
     let service: SessionService
     let pages: Pages
     let limits: RequestLimits
+    let repeatLandings: RepeatLandings
     let confirmOnPhone: Bool
     let integratorName: String
     let publicOrigin: String
@@ -109,7 +110,10 @@ struct LandingController {
         case .awaitingConfirmation(let session):
             return pages.render("confirm", confirmValues(session, parameters))
         case .finalPage(let session):
-            if request.method == .get { metrics.landingRepeated() }
+            if request.method == .get {
+                metrics.landingRepeated()
+                repeatLandings.remember(session)
+            }
             return pages.render("final", ["rejected": session.state == .cancelled])
         case .unknown:
             countRefusal(.unknown)
