@@ -147,6 +147,7 @@ public func buildLinkRelay(
             Verifier(service: service),
             ExpirySweeper(service: service),
             ChannelHeartbeat(hub: hub, clock: clock),
+            MemoryTrim(),
         ],
         onServerRunning: { channel in
             logger.notice(

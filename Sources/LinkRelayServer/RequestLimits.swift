@@ -58,13 +58,16 @@ final class RequestLimits: Sendable {
 
     /// One landing (GET, HEAD or POST on `/l/{key}`): a token from the client's bucket and the link's.
     func allowLanding(_ request: Request, _ context: RelayContext, linkKey: String) -> Bool {
-        allowLanding(client: client(request, context), linkKey: linkKey)
+        allowLanding(linkKey: linkKey) { client(request, context) }
     }
 
-    func allowLanding(client: IPAddress?, linkKey: String) -> Bool {
+    /// `client` is only worked out when limits are on.
+    func allowLanding(linkKey: String, client: () -> IPAddress?) -> Bool {
         guard let active else { return true }
         let now = clock.now()
-        guard active.landingByIP.allow(client?.rateLimitKey ?? "unknown", now: now) else { return trip(.landingPerIP) }
+        guard active.landingByIP.allow(client()?.rateLimitKey ?? "unknown", now: now) else {
+            return trip(.landingPerIP)
+        }
         guard active.landingByLink.allow(linkKey, now: now) else { return trip(.landingPerLink) }
         return true
     }

@@ -16,7 +16,7 @@ struct ChannelRoute: Sendable {
 
     /// Nil for every other request, which Hummingbird's router answers.
     init?(method: HTTPRequest.Method, target: String) {
-        guard method == .get else { return nil }
+        guard method == .get, target.hasPrefix("/v1/sessions/") else { return nil }
         let uri = URI(target)
         let parts = uri.path.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 5, parts[0].isEmpty, parts[1] == "v1", parts[2] == "sessions", !parts[3].isEmpty else {

@@ -50,8 +50,9 @@ struct RelayChildChannel: ServerChildChannel {
                 withOutboundHeaderValidation: false, withEncoderConfiguration: .init(),
                 withDecoderLimitConfiguration: .init())
             try channel.pipeline.syncOperations.addHandlers([
+                IdleStateHandler(allTimeout: idleTimeout),
                 HTTP1ToHTTPServerCodec(secure: false),
-                RelayConnectionHandler(services: services, http1: http1, idleTimeout: idleTimeout, logger: logger),
+                RelayConnectionHandler(services: services, http1: http1, logger: logger),
             ])
             return Value(channel: channel)
         }
@@ -79,7 +80,6 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     private let services: ChannelServices
     private let http1: HTTP1Channel
-    private let idleTimeout: TimeAmount
     private let logger: Logger
     private var handedToHummingbird = false
     /// Where the current request's body and end go.
@@ -89,26 +89,20 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var pendingLanding: (page: ByteBuffer, request: HTTPRequest)?
     private var open: OpenChannel?
     private var keepConnection = true
-    private var idleTimer: Scheduled<Void>?
+    /// Hummingbird is answering a request of this connection.
+    private var hummingbirdAnswering = false
 
-    init(services: ChannelServices, http1: HTTP1Channel, idleTimeout: TimeAmount, logger: Logger) {
+    init(services: ChannelServices, http1: HTTP1Channel, logger: Logger) {
         self.services = services
         self.http1 = http1
-        self.idleTimeout = idleTimeout
         self.logger = logger
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
-        scheduleIdleClose(context)
-    }
-
     func handlerRemoved(context: ChannelHandlerContext) {
-        idleTimer?.cancel()
         closeOpenChannel()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        idleTimer?.cancel()
         closeOpenChannel()
         context.fireChannelInactive()
     }
@@ -120,13 +114,17 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             context.close(promise: nil)
             return
         }
+        // Nothing read or written for the idle timeout: a connection between requests is closed.
+        if event is IdleStateHandler.IdleStateEvent {
+            if open == nil, pending == nil, pendingLanding == nil, !hummingbirdAnswering { context.close(promise: nil) }
+            return
+        }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let request):
-            idleTimer?.cancel()
             keepConnection = request.headerFields[.connection]?.lowercased() != "close"
             if let route = ChannelRoute(method: request.method, target: request.path ?? "") {
                 forwarding = false
@@ -139,6 +137,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
                 return
             }
             forwarding = true
+            hummingbirdAnswering = true
             if !handedToHummingbird {
                 do {
                     try handToHummingbird(context)
@@ -169,7 +168,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     /// Hummingbird's answers pass through here on their way out.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { scheduleIdleClose(context) }
+        if case .end = unwrapOutboundIn(data) { hummingbirdAnswering = false }
         context.write(data, promise: promise)
     }
 
@@ -183,12 +182,6 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             wrappingChannelSynchronously: context.channel, configuration: .init(isOutboundHalfClosureEnabled: true))
         let (http1, logger) = (http1, logger)
         Task { await http1.handle(value: asyncChannel, logger: logger) }
-    }
-
-    private func scheduleIdleClose(_ context: ChannelHandlerContext) {
-        idleTimer?.cancel()
-        let channel = context.channel
-        idleTimer = context.eventLoop.scheduleTask(in: idleTimeout) { channel.close(promise: nil) }
     }
 
     // MARK: - channels
@@ -288,7 +281,6 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         ]
         let head = HTTPResponse(status: .switchingProtocols, headerFields: services.secured(headers))
         context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
-        idleTimer?.cancel()
         do {
             let pipeline = context.pipeline.syncOperations
             try pipeline.addHandlers(
@@ -301,6 +293,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
                 ], position: .after(self))
             pipeline.removeHandler(context: context, promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: HTTP1ToHTTPServerCodec.self), promise: nil)
+            pipeline.removeHandler(try pipeline.handler(type: IdleStateHandler.self), promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: HTTPServerProtocolErrorHandler.self), promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: HTTPServerPipelineHandler.self), promise: nil)
             if let upgrades = try? pipeline.handler(type: HTTPServerUpgradeHandler.self) {
@@ -392,10 +385,10 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// The final page again, under the same limits as every landing (see `LandingController`).
     private func answerRepeatLanding(_ page: ByteBuffer, _ request: HTTPRequest, _ context: ChannelHandlerContext) {
         let landings = services.landings
-        let client = services.limits.client(peer: context.channel.remoteAddress, headers: request.headerFields)
-        guard
-            services.limits.allowLanding(client: client, linkKey: RepeatLandings.linkKey(request.path ?? ""))
-        else {
+        let allowed = services.limits.allowLanding(linkKey: RepeatLandings.split(request.path ?? "")?.key ?? "") {
+            services.limits.client(peer: context.channel.remoteAddress, headers: request.headerFields)
+        }
+        guard allowed else {
             return answer(.tooManyRequests, landings.pages.headers, landings.pages.busy, context)
         }
         services.metrics.landingRepeated()
@@ -431,8 +424,6 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         if closeConnection || !keepConnection {
             let channel = context.channel
             ended.whenComplete { _ in channel.close(promise: nil) }
-        } else {
-            scheduleIdleClose(context)
         }
     }
 }

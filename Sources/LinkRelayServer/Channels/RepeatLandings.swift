@@ -56,19 +56,20 @@ final class RepeatLandings: Sendable {
 
     /// The page for `GET /l/{key}?…` when it is a repeat landing of an ended session, else nil.
     func page(target: String) -> ByteBuffer? {
-        guard target.hasPrefix("/l/") else { return nil }
-        let afterPrefix = target.dropFirst(3)
-        let key = afterPrefix.prefix { $0 != "?" }
-        guard key.utf8.count == SessionService.linkKeyLength else { return nil }
-        let query = afterPrefix.dropFirst(key.count + 1)
-        guard case .success(let parameters) = LandingParameters.parse(query: String(query)) else { return nil }
-        let entry = table.withLock { $0.entries[String(key)] }
-        guard let entry, entry.authIds.contains(parameters.authId) else { return nil }
+        guard let (key, query) = Self.split(target), key.utf8.count == SessionService.linkKeyLength,
+            case .success(let parameters) = LandingParameters.parse(query: query),
+            let entry = table.withLock({ $0.entries[key] }), entry.authIds.contains(parameters.authId)
+        else { return nil }
         return entry.rejected ? pages.rejected : pages.final
     }
 
-    /// The link key of a landing target, for the per-link limit.
-    static func linkKey(_ target: String) -> String {
-        String(target.dropFirst(3).prefix { $0 != "?" })
+    /// The link key and the query of a landing target.
+    static func split(_ target: String) -> (key: String, query: String)? {
+        let bytes = target.utf8
+        guard bytes.starts(with: "/l/".utf8) else { return nil }
+        let start = bytes.index(bytes.startIndex, offsetBy: 3)
+        let mark = bytes[start...].firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex
+        let query = mark == bytes.endIndex ? "" : String(target[bytes.index(after: mark)...])
+        return (String(target[start..<mark]), query)
     }
 }
