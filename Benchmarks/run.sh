@@ -2,13 +2,16 @@
 # LinkRelay beside its anchors (nginx+nchan, Pushpin, nginx serving a page), measured in one run on
 # this machine, and printed as one table with the ratios.
 #
-#   Benchmarks/run.sh [N waiters, default 10000] [taps/s, default 1000]
+#   Benchmarks/run.sh [N waiters, default 15000] [taps/s, default 1000] [soak sessions, default 100000]
 #
 # Needs: apt-get install nginx libnginx-mod-nchan pushpin wrk; pip install aiohttp uvloop.
-# The harness is ../shared/bench (LINKRELAY_BENCH overrides); raw results stay in the printed directory.
+# The anchors run under ../shared/bench (LINKRELAY_BENCH overrides); LinkRelay under this folder's copy of
+# its waiters.py, which taps on schedule instead of one tap after another. Raw results stay in the
+# printed directory.
 set -euo pipefail
-N=${1:-10000}
+N=${1:-15000}
 RATE=${2:-1000}
+SOAK=${3:-100000}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bench=${LINKRELAY_BENCH:-$root/../shared/bench}
 out=$(mktemp -d /tmp/linkrelay-bench.XXXX)
@@ -55,8 +58,8 @@ for transport in longpoll ws sse; do
     sleep 1
     idle_kib=$(rss_kib "$relay_pid")
     # waiters.py exits 1 when a waiter failed; its JSON line still counts (the table shows the failures).
-    result=$(python3 "$bench/waiters.py" --target relay --transport "$transport" --n "$N" --rate "$RATE" \
-        --open-rate 3000 --base "http://127.0.0.1:$port" --api-key "$key" --pids "$relay_pid" \
+    result=$(python3 "$root/Benchmarks/waiters.py" --target relay --transport "$transport" --n "$N" --rate "$RATE" \
+        --open-rate 3000 --end-settle 35 --base "http://127.0.0.1:$port" --api-key "$key" --pids "$relay_pid" \
         2>>"$out/waiters.err" | tail -1) || true
     echo "${result:-{\}}" |
         python3 -c "import json,sys; r=json.load(sys.stdin); r.update(transport='$transport', startup_ms=$startup_ms, idle_kib=$idle_kib); print(json.dumps(r))" \
@@ -79,6 +82,22 @@ done
 page_bytes=$(curl -s "$landing" | wc -c)
 landing_rps=$(wrk -t2 -c64 -d10s "$landing" | awk '/Requests\/sec/ {print $2}')
 stop_relay
+
+echo "== LinkRelay: $SOAK whole sessions, against a separate sandbox so that its memory is left out" >&2
+rm -f "$out/soak.sqlite"*
+"$bin" sandbox --host 127.0.0.1 --port $((port + 1)) >"$out/sandbox.log" 2>&1 &
+sandbox_pid=$!
+(cd "$root" && PROVE_CLIENT_ID=sandbox-client PROVE_CLIENT_SECRET=sandbox-secret exec "$bin" serve --port "$port" \
+    --store "sqlite:$out/soak.sqlite" --limits off --api-key "$key" \
+    --prove "http://127.0.0.1:$((port + 1))/sandbox/prove" >"$out/soak.log" 2>&1) &
+relay_pid=$!
+until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.005; done
+sleep 1
+soak=$(cd "$root/Benchmarks" && python3 soak.py --sessions "$SOAK" --base "http://127.0.0.1:$port" \
+    --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" --pid "$relay_pid" --settle 35 | tail -1) || true
+stop_relay
+kill "$sandbox_pid" 2>/dev/null || true
+echo "${soak:-{\}}" >"$out/soak.json"
 
 echo "== LinkRelay: session creation against the embedded sandbox" >&2
 start_relay create
@@ -131,13 +150,19 @@ for transport, nchan in (("longpoll", nchan_lp), ("ws", nchan_ws), ("sse", {})):
                         ("tap→tapped p99 ms", ("tapped_ms", "p99"))):
         a, b, c = num(r, *path), num(nchan, *path), num(pp, *path)
         print(f"| {transport}: {label} | {fmt(a)} | {fmt(b)} | {fmt(c)} | {ratio(a, b)} |")
-    print(f"| {transport}: tap→result p99 ms | {fmt(num(r, 'result_ms', 'p99'))} | | | |")
+    print(f"| {transport}: tap→result p50 / p99 ms | {fmt(num(r, 'result_ms', 'p50'))} / {fmt(num(r, 'result_ms', 'p99'))} | | | |")
+    print(f"| {transport}: RSS MiB idle / {r.get('n', '-')} open / after they went | "
+          f"{fmt(round(r.get('idle_kib', 0) / 1024, 1))} / {fmt(num(r, 'rss_after_mib'))} / {fmt(num(r, 'rss_end_mib'))} | | | |")
+    print(f"| {transport}: taps sent in s (at {r.get('n', 0) / max(1, float('$RATE')):.0f} s on schedule) | {fmt(num(r, 'tap_s'))} | {fmt(num(nchan, 'tap_s'))} | {fmt(num(pp, 'tap_s'))} | |")
     print(f"| {transport}: failed / delivered | {r.get('failed', '-')} / {r.get('delivered', '-')} "
           f"| {nchan.get('failed', '-')} / {nchan.get('delivered', '-')} "
           f"| {pp.get('failed', '-')} / {pp.get('delivered', '-')} | |")
 srv = static.get("requests_per_s")
 print(f"| landing requests/s ({page_bytes} B page; nginx: 100 B) | {fmt(landing_rps)} | {fmt(srv)} (nginx) | | {ratio(landing_rps, srv)} |")
 print(f"| session creations/s (failed) | {create[0] if create else '-'} ({create[1] if len(create) > 1 else '-'}) | | | |")
+soak = json.load(open(f"{out}/soak.json"))
+print(f"| {fmt(soak.get('sessions'))} whole sessions: finished, RSS MiB idle / warm / end | {fmt(soak.get('finished'))} in {soak.get('seconds', '-')} s, "
+      f"{soak.get('idle_mib', '-')} / {soak.get('warm_mib', '-')} / {soak.get('end_mib', '-')} (end = {soak.get('end_over_idle', '-')}x idle) | | | |")
 first = relay[0] if relay else {}
 print(f"| start-up to ready ms | {first.get('startup_ms', '-')} | | | |")
 print(f"| idle RSS MiB | {fmt(round(first.get('idle_kib', 0) / 1024, 1))} | | | |")
