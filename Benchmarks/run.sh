@@ -122,9 +122,10 @@ EOF
 )
 stop_relay
 
-python3 - "$out" "$landing_rps" "$page_bytes" "$create" <<'EOF'
+python3 - "$out" "$landing_rps" "$page_bytes" "$create" "$RATE" <<'EOF'
 import json, sys
 out, landing_rps, page_bytes, create = sys.argv[1], float(sys.argv[2] or 0), sys.argv[3], sys.argv[4].split()
+rate = float(sys.argv[5])
 anchors = [json.loads(l) for l in open(f"{out}/anchors.jsonl") if l.startswith("{")]
 relay = [json.loads(l) for l in open(f"{out}/relay.jsonl") if l.startswith("{")]
 def find(rows, **kw):
@@ -153,7 +154,7 @@ for transport, nchan in (("longpoll", nchan_lp), ("ws", nchan_ws), ("sse", {})):
     print(f"| {transport}: tap→result p50 / p99 ms | {fmt(num(r, 'result_ms', 'p50'))} / {fmt(num(r, 'result_ms', 'p99'))} | | | |")
     print(f"| {transport}: RSS MiB idle / {r.get('n', '-')} open / after they went | "
           f"{fmt(round(r.get('idle_kib', 0) / 1024, 1))} / {fmt(num(r, 'rss_after_mib'))} / {fmt(num(r, 'rss_end_mib'))} | | | |")
-    print(f"| {transport}: taps sent in s (at {r.get('n', 0) / max(1, float('$RATE')):.0f} s on schedule) | {fmt(num(r, 'tap_s'))} | {fmt(num(nchan, 'tap_s'))} | {fmt(num(pp, 'tap_s'))} | |")
+    print(f"| {transport}: taps sent in s (at {r.get('n', 0) / rate:.0f} s on schedule) | {fmt(num(r, 'tap_s'))} | {fmt(num(nchan, 'tap_s'))} | {fmt(num(pp, 'tap_s'))} | |")
     print(f"| {transport}: failed / delivered | {r.get('failed', '-')} / {r.get('delivered', '-')} "
           f"| {nchan.get('failed', '-')} / {nchan.get('delivered', '-')} "
           f"| {pp.get('failed', '-')} / {pp.get('delivered', '-')} | |")

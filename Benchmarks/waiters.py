@@ -5,8 +5,9 @@ LinkRelay's copy of ../shared/bench/waiters.py, with the same method (one proces
 two additions:
   - taps are sent on schedule, each in its own task (--sequential-taps restores the original, which
     waited for each landing's answer before the next tap, so a slow landing capped the tap rate);
-  - after every waiter has finished and --end-settle seconds more, the servers' memory is read again
-    (rss_end_mib), to show that channels that went away gave their memory back.
+  - after every waiter has finished, the client has closed its connections and --end-settle seconds
+    have passed, the servers' memory is read again (rss_end_mib), to show that channels that went
+    away gave their memory back.
 
 One process, one clock: every waiter records when its events arrived, every tap records when it
 was sent, so tap->event latency needs no clock sync. Targets:
@@ -299,8 +300,9 @@ async def main():
         await asyncio.gather(*taps)
         tap_s = time.monotonic() - t0
         results = await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.sleep(args.end_settle)
-        rss_end = rss_kib(pids)
+    # After the client has closed its connections (kept-alive polls included).
+    await asyncio.sleep(args.end_settle)
+    rss_end = rss_kib(pids)
 
     lat = {"tapped": [], "result": []}
     errors = {}
