@@ -3,8 +3,11 @@
 
 LinkRelay's copy of ../shared/bench/waiters.py, with the same method (one process, one clock) and
 two additions:
-  - taps are sent on schedule, each in its own task (--sequential-taps restores the original, which
-    waited for each landing's answer before the next tap, so a slow landing capped the tap rate);
+  - taps are sent on schedule, each in its own task, at most --tap-concurrency at once (the
+    original, --sequential-taps, waited for each landing's answer before the next tap, so the
+    landing's latency capped the tap rate; unbounded, a relay that falls behind would be sent
+    thousands of connections at once). A tap's clock starts when it is sent; tap_s shows the rate
+    reached;
   - after every waiter has finished, the client has closed its connections and --end-settle seconds
     have passed, the servers' memory is read again (rss_end_mib), to show that channels that went
     away gave their memory back.
@@ -249,6 +252,7 @@ async def main():
     p.add_argument("--settle", type=float, default=2.0, help="seconds to wait after opening")
     p.add_argument("--end-settle", type=float, default=2.0, help="seconds to wait at the end, before rss_end_mib")
     p.add_argument("--sequential-taps", action="store_true", help="wait for each tap's answer before the next")
+    p.add_argument("--tap-concurrency", type=int, default=256, help="taps in flight at most")
     p.add_argument("--base", default="http://127.0.0.1:8080", help="relay: base URL")
     p.add_argument("--api-key", default=os.environ.get("LINKRELAY_API_KEY", ""), help="relay: API key")
     p.add_argument("--phone", default="2001004014", help="relay: sandbox test user")
@@ -282,9 +286,12 @@ async def main():
 
         sent, statuses = {}, {}
 
+        in_flight = asyncio.Semaphore(1 if args.sequential_taps else args.tap_concurrency)
+
         async def tap(i, w):
-            sent[i] = time.monotonic()
-            st = await target.tap(w)
+            async with in_flight:
+                sent[i] = time.monotonic()
+                st = await target.tap(w)
             statuses[st] = statuses.get(st, 0) + 1
 
         taps = []

@@ -141,7 +141,8 @@ public func buildLinkRelay(
             RelayChildChannel(http1: HTTP1Channel(responder: responder), services: channels)
         },
         configuration: .init(
-            address: .hostname(configuration.host, port: configuration.port), serverName: "LinkRelay"),
+            address: .hostname(configuration.host, port: configuration.port), serverName: "LinkRelay",
+            availableConnectionsDelegate: .maximum(configuration.maxConnections, logger: logger)),
         services: [
             Teardown(store: store, logger: logger),
             Verifier(service: service),

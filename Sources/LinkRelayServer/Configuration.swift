@@ -50,6 +50,17 @@ public struct RelayConfiguration: Sendable {
     public var sandboxFaults: [(endpoint: String, fault: SandboxFault)] = []
     /// Where the Mustache pages are; found next to the working directory or the sources when nil.
     public var templatesDirectory: String?
+    /// Connections open at once; beyond it the relay accepts no more until one closes.
+    public var maxConnections = RelayConfiguration.defaultMaxConnections
+
+    /// The process's open-file limit minus 1,024 descriptors kept for everything else (the store,
+    /// calls to Prove, the runtime's own). Without that room, a flood of connections took the last
+    /// descriptor and libdispatch, needing one, stopped the process.
+    public static var defaultMaxConnections: Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < 1 << 31 else { return 1_000_000 }
+        return max(64, Int(limit.rlim_cur) - 1024)
+    }
 
     public init() {}
 
@@ -64,6 +75,7 @@ public struct RelayConfiguration: Sendable {
             ("integrator-name", "LINKRELAY_INTEGRATOR_NAME"), ("drain-timeout", "LINKRELAY_DRAIN_TIMEOUT"),
             ("breaker-failures", "LINKRELAY_BREAKER_FAILURES"),
             ("breaker-cooldown", "LINKRELAY_BREAKER_COOLDOWN"), ("sandbox-fault", "LINKRELAY_SANDBOX_FAULTS"),
+            ("max-connections", "LINKRELAY_MAX_CONNECTIONS"),
         ] + Limits.settings.map { ($0.flag, $0.env) }
 
     /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
@@ -167,6 +179,7 @@ public struct RelayConfiguration: Sendable {
         }
         if let seconds = try number("drain-timeout", in: 0...600) { config.drainTimeout = TimeInterval(seconds) }
         if let failures = try number("breaker-failures", in: 1...1000) { config.breakerFailures = failures }
+        if let connections = try number("max-connections", in: 1...10_000_000) { config.maxConnections = connections }
         if let seconds = try number("breaker-cooldown", in: 1...600) { config.breakerCooldown = TimeInterval(seconds) }
         // Fault specs hold commas, so several are separated by semicolons in the environment.
         let faultSpecs = (values("sandbox-fault") ?? []).flatMap { $0.split(separator: ";") }

@@ -72,6 +72,9 @@ struct Serve: AsyncParsableCommand {
     var sandboxFault: [String] = []
     @Option(help: "Directory of the Mustache templates (LINKRELAY_TEMPLATES, default ./templates).")
     var templates: String?
+    @Option(
+        help: "Connections open at once (LINKRELAY_MAX_CONNECTIONS, default the open-file limit minus 1,024).")
+    var maxConnections: String?
 
     func run() async throws {
         var flags: [String: [String]] = [
@@ -85,7 +88,7 @@ struct Serve: AsyncParsableCommand {
             ("breaker-failures", breakerFailures), ("breaker-cooldown", breakerCooldown),
             ("limit-landing-per-ip", limitLandingPerIp), ("limit-landing-per-link", limitLandingPerLink),
             ("limit-create-per-key", limitCreatePerKey), ("limit-channels-per-session", limitChannelsPerSession),
-            ("limit-channels-per-ip", limitChannelsPerIp),
+            ("limit-channels-per-ip", limitChannelsPerIp), ("max-connections", maxConnections),
         ] {
             if let value { flags[name] = [value] }
         }

@@ -165,9 +165,19 @@ struct ConfigurationTests {
             (["drain-timeout": ["-1"]], "--drain-timeout"),
             (["breaker-failures": ["0"]], "--breaker-failures"),
             (["sandbox-fault": ["unify:explode"]], "--sandbox-fault"),
+            (["max-connections": ["0"]], "--max-connections"),
         ])
     func badHardeningSettings(_ flags: [String: [String]], _ named: String) {
         expectRefusal(flags, [:], named)
+    }
+
+    @Test("Connections are capped below the open-file limit, or at --max-connections")
+    func maxConnections() throws {
+        var limit = rlimit()
+        #expect(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0)
+        #expect(try resolve().maxConnections == max(64, Int(limit.rlim_cur) - 1024))
+        #expect(try resolve(["max-connections": ["500"]]).maxConnections == 500)
+        #expect(try resolve([:], ["LINKRELAY_MAX_CONNECTIONS": "700"]).maxConnections == 700)
     }
 
     @Test("Sandbox faults need the sandbox")
