@@ -76,7 +76,8 @@ struct ShutdownTests {
     }
 
     private func openChannels(_ base: String) async throws -> Double {
-        let metrics = try await TestRelay.fetch(.GET, base + "/metrics").body
+        // A connection of its own each time: a pooled one may belong to the relay that was stopped.
+        let metrics = try await TestRelay.fetch(.GET, base + "/metrics", headers: [("Connection", "close")]).body
         return metrics.split(separator: "\n").filter { $0.hasPrefix("linkrelay_open_channels{") }
             .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
     }

@@ -239,11 +239,11 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         open?.feed = ChannelFeed(
             store: services.store, hub: services.hub, eventLoop: context.eventLoop, sessionID: admission.session.id,
             cursor: admission.cursor, wakeAt: wakeAt
-        ) { [unowned self] step in
+        ) { [weak self] step in
             if route.transport == .sse {
-                eventStreamStep(step, context)
+                self?.eventStreamStep(step, context)
             } else {
-                pollStep(step, admission, context)
+                self?.pollStep(step, admission, context)
             }
         }
     }
@@ -327,8 +327,11 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             events = replayed
         case .events(let new):
             events = new
-        case .tick, .shutdown, .failed:
+        case .tick, .failed:
             break
+        case .shutdown:
+            // The client is to reconnect, to this instance once it is back or to another.
+            keepConnection = false
         }
         closeOpenChannel()
         let done = events.contains(where: \.isTerminal) || (events.isEmpty && finished)
@@ -346,6 +349,9 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
         headers[.init("X-Accel-Buffering")!] = "no"
+        // A stream ends when its session ends or the relay shuts down; a new one takes a new connection.
+        headers[.connection] = "close"
+        keepConnection = false
         context.write(wrapOutboundOut(.head(HTTPResponse(status: .ok, headerFields: headers))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.body(ByteBuffer(string: "retry: 2000\n\n"))), promise: nil)
     }
@@ -360,7 +366,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
                 text += "id: \(event.seq)\nevent: \(event.kind.type)\ndata: \(json)\n\n"
             }
             context.writeAndFlush(wrapOutboundOut(.body(ByteBuffer(string: text))), promise: nil)
-            if events.contains(where: \.isTerminal) { endEventStream(context, closeConnection: false) }
+            if events.contains(where: \.isTerminal) { endEventStream(context) }
         case .tick(let now):
             context.writeAndFlush(wrapOutboundOut(.body(ByteBuffer(string: ": keep-alive\n\n"))), promise: nil)
             open?.feed?.wake(at: now.addingTimeInterval(services.keepAliveInterval))
@@ -369,15 +375,15 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             // restart is not met by every client at once.
             let retry = "retry: \(Int.random(in: 1000...5000))\n\n"
             context.write(wrapOutboundOut(.body(ByteBuffer(string: retry))), promise: nil)
-            endEventStream(context, closeConnection: true)
+            endEventStream(context)
         case .failed:
-            endEventStream(context, closeConnection: true)
+            endEventStream(context)
         }
     }
 
-    private func endEventStream(_ context: ChannelHandlerContext, closeConnection: Bool) {
+    private func endEventStream(_ context: ChannelHandlerContext) {
         closeOpenChannel()
-        finishAnswer(context, closeConnection: closeConnection)
+        finishAnswer(context)
     }
 
     // MARK: repeat landings
@@ -416,12 +422,12 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         headers[.contentLength] = String(body.readableBytes)
         context.write(wrapOutboundOut(.head(HTTPResponse(status: status, headerFields: headers))), promise: nil)
         if body.readableBytes > 0 { context.write(wrapOutboundOut(.body(body)), promise: nil) }
-        finishAnswer(context, closeConnection: false)
+        finishAnswer(context)
     }
 
-    private func finishAnswer(_ context: ChannelHandlerContext, closeConnection: Bool) {
+    private func finishAnswer(_ context: ChannelHandlerContext) {
         let ended = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        if closeConnection || !keepConnection {
+        if !keepConnection {
             let channel = context.channel
             ended.whenComplete { _ in channel.close(promise: nil) }
         }

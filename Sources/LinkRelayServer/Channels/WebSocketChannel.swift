@@ -40,7 +40,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
         feed = ChannelFeed(
             store: services.store, hub: services.hub, eventLoop: context.eventLoop, sessionID: admission.session.id,
             cursor: admission.cursor, wakeAt: services.clock.now().addingTimeInterval(services.pingInterval)
-        ) { [unowned self] step in self.step(step, context) }
+        ) { [weak self] step in self?.step(step, context) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
