@@ -29,7 +29,7 @@ struct SQLiteStoreTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try await SQLiteSessionStore.open(
             path: directory.appendingPathComponent("relay.sqlite").path, logger: Logger(label: "test"))
-        for index in 0..<200 {
+        for index in 0..<50 {
             let session = Self.session(index)
             try await store.insert(
                 session, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
@@ -38,7 +38,7 @@ struct SQLiteStoreTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             // Long reads that keep the connection busy meanwhile.
             let done = Locked(false)
-            for _ in 0..<4 {
+            for _ in 0..<2 {
                 group.addTask {
                     while !done.withLock({ $0 }) { _ = try await store.activeSessions() }
                 }
