@@ -1,7 +1,6 @@
 import Foundation
 import LinkRelayCore
 import NIOCore
-import NIOHTTP1
 import NIOWebSocket
 
 /// A desktop's WebSocket channel, on the event loop. It sends each event as a text message and closes
