@@ -138,11 +138,13 @@ struct EndToEndTests {
     func expires() async throws {
         let clock = ManualClock()
         try await TestRelay.run(clock: clock) { relay in
-            let created = try await relay.createSession(extra: ",\"holdSeconds\":5")
+            // The hold also bounds the create's call to Prove in real time, so it is long enough for a
+            // busy machine; the manual clock ends it.
+            let created = try await relay.createSession(extra: ",\"holdSeconds\":60")
             let first = try await relay.poll(created)
             #expect(first.events.map(\.type) == ["waiting"])
             async let rest = relay.pollUntilDone(created, after: 1)
-            clock.advance(by: 6)
+            clock.advance(by: 61)
             #expect(try await rest.map(\.type) == ["expired"])
             #expect(try await relay.session(created.sessionId).state == "expired")
             let (landing, _) = try await relay.tap()
