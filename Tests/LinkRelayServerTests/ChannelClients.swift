@@ -167,15 +167,19 @@ func rawExchange(port: Int, _ request: String) async throws -> String {
 }
 
 /// `rawExchange`, as bytes (WebSocket frames are not text), reading until the server closes or
-/// `done` says enough arrived. The blocking socket calls run on a Dispatch thread: blocking one of
-/// Swift's few cooperative threads could starve the server under test.
+/// `done` says enough arrived.
 func rawExchangeBytes(
     port: Int, _ request: [UInt8], until done: @escaping @Sendable ([UInt8]) -> Bool = { _ in false }
 ) async throws -> [UInt8] {
+    try await onOwnThread { try blockingExchange(port: port, request, until: done) }
+}
+
+/// Runs a blocking call on a thread of its own. Not on Dispatch's global queue: on Linux, Swift's
+/// tasks run on that queue's few threads too, and tests blocked there stalled every relay under test
+/// for seconds, until Dispatch added threads.
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
-            continuation.resume(with: Result { try blockingExchange(port: port, request, until: done) })
-        }
+        Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }
 

@@ -53,15 +53,9 @@ struct PersistenceTests {
             return false
         }
 
-        /// Returns once the process has exited. The blocking wait runs on a Dispatch thread: blocking one
-        /// of Swift's few cooperative threads would starve every other test meanwhile.
+        /// Returns once the process has exited (the blocking wait runs on a thread of its own).
         func exited() async {
-            await withCheckedContinuation { continuation in
-                DispatchQueue.global().async {
-                    self.process.waitUntilExit()
-                    continuation.resume()
-                }
-            }
+            _ = try? await onOwnThread { self.process.waitUntilExit() }
         }
 
         func kill() async {
