@@ -57,17 +57,20 @@ public func buildLinkRelay(
     // The process-wide client: it lives as long as the process, so no path can leave it unshut.
     let httpClient = HTTPClient.shared
     let sandbox: ProveSandbox?
-    let prove: HTTPProveClient
+    let prove: any ProveClient
     switch configuration.prove {
     case .sandbox:
-        sandbox = ProveSandbox(publicBaseURL: configuration.publicURL)
-        // The relay calls its own sandbox over loopback, through the same client it uses for Prove.
+        let embedded = ProveSandbox(publicBaseURL: configuration.publicURL)
+        sandbox = embedded
+        // The relay asks its own sandbox in process; while a fault is set, over loopback through the same
+        // client it uses for Prove, so that the fault acts on that client.
         let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
         let hostPart = host.contains(":") ? "[\(host)]" : host
-        prove = HTTPProveClient(
+        let overHTTP = HTTPProveClient(
             baseURL: "http://\(hostPart):\(configuration.port)/sandbox/prove",
             credentials: ProveCredentials(clientID: ProveSandbox.clientID, clientSecret: ProveSandbox.clientSecret),
             httpClient: httpClient, observer: metrics, logger: logger)
+        prove = SandboxProveClient(sandbox: embedded, overHTTP: overHTTP, observer: metrics, logger: logger)
     case .remote(let baseURL, let credentials):
         sandbox = nil
         prove = HTTPProveClient(

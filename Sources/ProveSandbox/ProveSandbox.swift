@@ -148,14 +148,24 @@ public actor ProveSandbox {
         guard isAuthorized(authorization) else { return .error(401, 8002, "not authorized") }
         guard let body else { return .error(400, 8001, "request body must be valid JSON under 4 KB") }
         switch endpoint {
-        case .unify: return decode(UnifyRequest.self, body, then: unify)
-        case .unifyStatus: return decode(UnifyStatusRequest.self, body, then: unifyStatus)
-        case .unifyBind: return decode(UnifyBindRequest.self, body, then: unifyBind)
+        case .unify: return decode(UnifyRequest.self, body) { unify($0).reply }
+        case .unifyStatus: return decode(UnifyStatusRequest.self, body) { unifyStatus($0).reply }
+        case .unifyBind: return decode(UnifyBindRequest.self, body) { unifyBind($0).reply }
         case .start: return decode(StartRequest.self, body, then: start)
         case .validate: return decode(CorrelationRequest.self, body, then: validate)
         case .challenge: return decode(ChallengeRequest.self, body, then: challenge)
         case .complete: return decode(CompleteRequest.self, body, then: complete)
         }
+    }
+
+    /// One of the relay's own calls, answered in process by ``SandboxProveClient`` and counted like a request;
+    /// `nil` while any fault is set, so that the call goes over HTTP, where faults act.
+    func inProcess<Body: Encodable & Sendable>(
+        _ endpoint: APIEndpoint, _ answer: @Sendable (isolated ProveSandbox) -> SandboxAnswer<Body>
+    ) -> SandboxAnswer<Body>? {
+        guard faultState.table.faults.isEmpty else { return nil }
+        count(endpoint.rawValue)
+        return answer(self)
     }
 
     private func isAuthorized(_ authorization: String?) -> Bool {
@@ -166,7 +176,7 @@ public actor ProveSandbox {
         return now() < expiry
     }
 
-    private func unify(_ request: UnifyRequest) -> SandboxReply {
+    func unify(_ request: UnifyRequest) -> SandboxAnswer<UnifyResponse> {
         guard ["desktop", "mobile", "none"].contains(request.possessionType) else {
             return .error(400, 8001, "possessionType must be desktop, mobile or none")
         }
@@ -237,18 +247,18 @@ public actor ProveSandbox {
             messages.append(.init(phoneNumber: phoneNumber, text: text, link: link, sentAt: now()))
             pruneOutbox()
         }
-        return .json(200, UnifyResponse(success: "pending", correlationId: correlationId, authToken: Self.makeJWT()))
+        return .ok(UnifyResponse(success: "pending", correlationId: correlationId, authToken: Self.makeJWT()))
     }
 
-    private func unifyStatus(_ request: UnifyStatusRequest) -> SandboxReply {
+    func unifyStatus(_ request: UnifyStatusRequest) -> SandboxAnswer<UnifyStatusResponse> {
         guard !request.correlationId.isEmpty else { return .error(400, 8001, "correlationId is required") }
         guard let flow = liveUnifyFlow(request.correlationId) else {
             return .error(400, 8008, "invalid correlation ID")
         }
-        return .json(200, statusResponse(flow, clientRequestId: request.clientRequestId))
+        return .ok(statusResponse(flow, clientRequestId: request.clientRequestId))
     }
 
-    private func unifyBind(_ request: UnifyBindRequest) -> SandboxReply {
+    func unifyBind(_ request: UnifyBindRequest) -> SandboxAnswer<UnifyStatusResponse> {
         guard !request.correlationId.isEmpty else { return .error(400, 8001, "correlationId is required") }
         guard !request.phoneNumber.isEmpty, Self.only(request.phoneNumber, extra: "+") else {
             return .error(400, 8001, "phoneNumber is invalid")
@@ -261,12 +271,11 @@ public actor ProveSandbox {
         case .possessionRequired where matches:
             flow.state = .passed
             unifyFlows[request.correlationId] = flow
-            return .json(200, statusResponse(flow, clientRequestId: request.clientRequestId))
+            return .ok(statusResponse(flow, clientRequestId: request.clientRequestId))
         case .passed where matches && flow.possessionType == "none":
-            return .json(200, statusResponse(flow, clientRequestId: request.clientRequestId))
+            return .ok(statusResponse(flow, clientRequestId: request.clientRequestId))
         default:
-            return .json(
-                200,
+            return .ok(
                 UnifyStatusResponse(
                     success: "false",
                     clientRequestId: request.clientRequestId ?? flow.clientRequestId

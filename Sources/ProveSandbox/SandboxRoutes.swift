@@ -51,6 +51,24 @@ struct SandboxReply: Sendable {
     }
 }
 
+/// What a Unify endpoint of the simulator answers: its body, or Prove's error body with the HTTP status. The
+/// routes send it as JSON; ``SandboxProveClient`` hands it over as it is.
+enum SandboxAnswer<Body: Encodable & Sendable>: Sendable {
+    case ok(Body)
+    case error(status: Int, ProveErrorBody)
+
+    static func error(_ status: Int, _ code: Int, _ message: String) -> Self {
+        .error(status: status, ProveErrorBody(code: code, message: message))
+    }
+
+    var reply: SandboxReply {
+        switch self {
+        case .ok(let body): .json(200, body)
+        case .error(let status, let body): .json(status, body)
+        }
+    }
+}
+
 extension ProveSandbox {
     /// Mounts the simulator: `POST /sandbox/prove/token`, `POST /sandbox/prove/v3/{unify, unify-status,
     /// unify-bind, start, validate, challenge, complete}`, `GET /sandbox/outbox?phoneNumber=N` and

@@ -1,0 +1,71 @@
+import Logging
+import ProveAPI
+
+/// The relay's client of its embedded sandbox: calls go to the simulator in process, with no HTTP, JSON or
+/// token in between, and get the answers `/sandbox/prove` would give. While any fault is set (see
+/// ``SandboxFault``), calls go over HTTP through `overHTTP` instead, so that every fault reaches the relay
+/// the way it would from Prove, retries and timeouts included. Each call is reported to `observer` as an
+/// HTTP call would be.
+public struct SandboxProveClient: ProveClient {
+    let sandbox: ProveSandbox
+    let overHTTP: any ProveClient
+    let observer: (any ProveCallObserver)?
+    let logger: Logger
+
+    public init(
+        sandbox: ProveSandbox, overHTTP: any ProveClient, observer: (any ProveCallObserver)?, logger: Logger
+    ) {
+        self.sandbox = sandbox
+        self.overHTTP = overHTTP
+        self.observer = observer
+        self.logger = logger
+    }
+
+    public func unify(_ request: UnifyRequest, deadline: ContinuousClock.Instant) async throws -> UnifyResponse {
+        try await call(.unify, deadline, { $0.unify(request) }) {
+            try await overHTTP.unify(request, deadline: deadline)
+        }
+    }
+
+    public func unifyStatus(_ request: UnifyStatusRequest, deadline: ContinuousClock.Instant) async throws
+        -> UnifyStatusResponse
+    {
+        try await call(.unifyStatus, deadline, { $0.unifyStatus(request) }) {
+            try await overHTTP.unifyStatus(request, deadline: deadline)
+        }
+    }
+
+    public func unifyBind(_ request: UnifyBindRequest, deadline: ContinuousClock.Instant) async throws
+        -> UnifyStatusResponse
+    {
+        try await call(.unifyBind, deadline, { $0.unifyBind(request) }) {
+            try await overHTTP.unifyBind(request, deadline: deadline)
+        }
+    }
+
+    private func call<Body: Encodable & Sendable>(
+        _ endpoint: ProveSandbox.APIEndpoint,
+        _ deadline: ContinuousClock.Instant,
+        _ answer: @Sendable (isolated ProveSandbox) -> SandboxAnswer<Body>,
+        overHTTP: () async throws -> Body
+    ) async throws -> Body {
+        guard deadline > .now else { throw ProveClientError.unavailable(reason: "deadline reached") }
+        let start = ContinuousClock.now
+        guard let answer = await sandbox.inProcess(endpoint, answer) else { return try await overHTTP() }
+        let endpoint = endpoint.rawValue
+        switch answer {
+        case .ok(let body):
+            observer?.proveCall(endpoint: endpoint, status: "200", duration: .now - start)
+            return body
+        case .error(let status, let body):
+            observer?.proveCall(endpoint: endpoint, status: String(status), duration: .now - start)
+            logger.warning(
+                "Prove rejected the request",
+                metadata: [
+                    "prove.endpoint": "\(endpoint)", "prove.status": "\(status)",
+                    "prove.error_code": "\(body.code.map(String.init) ?? "none")",
+                ])
+            throw ProveClientError.rejected(status: status, body: body)
+        }
+    }
+}
