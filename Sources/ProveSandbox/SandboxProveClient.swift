@@ -22,31 +22,31 @@ public struct SandboxProveClient: ProveClient {
     }
 
     public func unify(_ request: UnifyRequest, deadline: ContinuousClock.Instant) async throws -> UnifyResponse {
-        try await call(.unify, deadline, { $0.unify(request) }) {
-            try await overHTTP.unify(request, deadline: deadline)
-        }
+        try await call(
+            .unify, deadline, inProcess: { $0.unify(request) },
+            overHTTP: { try await overHTTP.unify(request, deadline: deadline) })
     }
 
     public func unifyStatus(_ request: UnifyStatusRequest, deadline: ContinuousClock.Instant) async throws
         -> UnifyStatusResponse
     {
-        try await call(.unifyStatus, deadline, { $0.unifyStatus(request) }) {
-            try await overHTTP.unifyStatus(request, deadline: deadline)
-        }
+        try await call(
+            .unifyStatus, deadline, inProcess: { $0.unifyStatus(request) },
+            overHTTP: { try await overHTTP.unifyStatus(request, deadline: deadline) })
     }
 
     public func unifyBind(_ request: UnifyBindRequest, deadline: ContinuousClock.Instant) async throws
         -> UnifyStatusResponse
     {
-        try await call(.unifyBind, deadline, { $0.unifyBind(request) }) {
-            try await overHTTP.unifyBind(request, deadline: deadline)
-        }
+        try await call(
+            .unifyBind, deadline, inProcess: { $0.unifyBind(request) },
+            overHTTP: { try await overHTTP.unifyBind(request, deadline: deadline) })
     }
 
     private func call<Body: Encodable & Sendable>(
         _ endpoint: ProveSandbox.APIEndpoint,
         _ deadline: ContinuousClock.Instant,
-        _ answer: @Sendable (isolated ProveSandbox) -> SandboxAnswer<Body>,
+        inProcess answer: @Sendable (isolated ProveSandbox) -> SandboxAnswer<Body>,
         overHTTP: () async throws -> Body
     ) async throws -> Body {
         guard deadline > .now else { throw ProveClientError.unavailable(reason: "deadline reached") }

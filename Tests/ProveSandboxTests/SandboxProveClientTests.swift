@@ -72,8 +72,9 @@ import Testing
         // Prove's 400s arrive as rejections with Prove's code, as over HTTP.
         var unknown = Self.desktop
         unknown.phoneNumber = "2005550100"
-        await #expect(throws: ProveClientError.rejected(
-            status: 400, body: ProveErrorBody(code: 8007, message: "no test user found matching the phone number"))
+        await #expect(
+            throws: ProveClientError.rejected(
+                status: 400, body: ProveErrorBody(code: 8007, message: "no test user found matching the phone number"))
         ) {
             try await client.unify(unknown, deadline: Self.deadline)
         }
