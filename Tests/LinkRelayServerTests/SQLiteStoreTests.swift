@@ -43,18 +43,62 @@ struct SQLiteStoreTests {
                     while !done.withLock({ $0 }) { _ = try await store.activeSessions() }
                 }
             }
+            // Events are read from the file (live sessions themselves are served from memory).
             var stale = 0
             for _ in 0..<100 {
                 var next = current
+                let event = next.record(.tapped(asc: true), at: Date())
                 next.version += 1
-                #expect(try await store.update(next, expectedVersion: current.version, appending: []))
-                if try await store.session(id: "ses_0")?.version != next.version { stale += 1 }
+                #expect(try await store.update(next, expectedVersion: current.version, appending: [event]))
+                if try await store.events(sessionID: "ses_0", after: 0).count != next.lastSeq { stale += 1 }
                 current = next
             }
             done.withLock { $0 = true }
             try await group.waitForAll()
             #expect(stale == 0, "reads that missed a commit before them")
         }
+        try await store.close()
+    }
+
+    /// Live sessions are read from memory, the others from the file: both must always show the last commit.
+    @Test("Reads show the last commit: live, refused, ended, and after reopening the file")
+    func readsShowTheLastCommit() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("relay.sqlite").path
+        let created = Self.session(1)
+        var store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        try await store.insert(
+            created, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: created.expiresAt), at: created.createdAt))
+
+        var tapped = created
+        let tap = tapped.record(.tapped(asc: true), at: Date())
+        tapped.version += 1
+        #expect(try await store.update(tapped, expectedVersion: created.version, appending: [tap]))
+        #expect(try await store.session(linkKey: "key1")?.state == .tapped)
+        #expect(try await store.session(id: "ses_1")?.version == tapped.version)
+
+        // A write from a stale version is refused and changes nothing.
+        var stale = created
+        stale.version = created.version + 5
+        #expect(try await !store.update(stale, expectedVersion: created.version, appending: []))
+        #expect(try await store.session(id: "ses_1")?.version == tapped.version)
+
+        // After a restart the live session is read from the file, and then ends.
+        try await store.close()
+        store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        let reopened = try #require(try await store.session(linkKey: "key1"))
+        #expect(reopened == tapped)
+        var ended = reopened
+        ended.result = SessionResult(outcome: .verified, success: "true")
+        let result = ended.record(.result(.verified), at: Date())
+        ended.version += 1
+        #expect(try await store.update(ended, expectedVersion: reopened.version, appending: [result]))
+        #expect(try await store.session(id: "ses_1")?.state == .verified)
+        #expect(try await store.session(linkKey: "key1") == ended)
+        #expect(
+            try await store.events(sessionID: "ses_1", after: 0).map(\.kind.type) == ["waiting", "tapped", "result"])
         try await store.close()
     }
 }

@@ -12,14 +12,23 @@ import SQLiteNIO
 /// Each connection runs one statement at a time. SQLiteNIO would run several at once on a
 /// connection's thread pool, and statements running at once share one read transaction: a read that
 /// overlapped a longer one saw the data as it was before a commit that came first.
+///
+/// Live sessions (waiting or tapped) are also kept in memory as last committed, so that the reads of
+/// every landing and verification (by id and by link key) need neither SQL nor JSON. Only the writer
+/// fills that copy, after its commit and under the write lock, so it is never older than the file; a
+/// session leaves it when it ends. Everything else is read from the file. The relay is the file's only
+/// writer.
 final class SQLiteSessionStore: SessionStore {
     static let schemaVersion = 1
     static let readerCount = 2
+    /// At most this many live sessions are kept in memory; reads of the others go to the file.
+    static let liveCapacity = 100_000
 
     private let writer: SQLiteConnection
     private let readers: [(connection: SQLiteConnection, lock: AsyncMutex)]
     private let nextReader = Locked(0)
     private let writeLock = AsyncMutex()
+    private let live = Locked(LiveSessions(capacity: liveCapacity))
     private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()
 
@@ -91,6 +100,7 @@ final class SQLiteSessionStore: SessionStore {
                 try await insertEvents([event], sessionID: session.id, data: [eventData])
                 return true
             }
+            live.withLock { $0.committed(session) }
         }
     }
 
@@ -98,27 +108,37 @@ final class SQLiteSessionStore: SessionStore {
         let sessionData = try json(session)
         let eventData = try events.map(json)
         return try await writeLock.withLock {
-            try await transaction {
-                _ = try await writer.query(
-                    "UPDATE sessions SET state = ?, version = ?, data = ? WHERE id = ? AND version = ?",
-                    [
-                        .text(session.state.rawValue), .integer(session.version), .text(sessionData),
-                        .text(session.id), .integer(expectedVersion),
-                    ])
-                let changed = try await writer.query("SELECT changes() AS n").first?.column("n")?.integer ?? 0
-                guard changed == 1 else { return false }
-                try await insertEvents(events, sessionID: session.id, data: eventData)
-                return true
+            let committed: Bool
+            do {
+                committed = try await transaction {
+                    let changed = try await writer.query(
+                        "UPDATE sessions SET state = ?, version = ?, data = ? WHERE id = ? AND version = ? RETURNING 1",
+                        [
+                            .text(session.state.rawValue), .integer(session.version), .text(sessionData),
+                            .text(session.id), .integer(expectedVersion),
+                        ])
+                    guard !changed.isEmpty else { return false }
+                    try await insertEvents(events, sessionID: session.id, data: eventData)
+                    return true
+                }
+            } catch {
+                // Whether it committed is unknown: the next reads go to the file.
+                live.withLock { $0.forget(session) }
+                throw error
             }
+            if committed { live.withLock { $0.committed(session) } }
+            return committed
         }
     }
 
     func session(id: String) async throws -> Session? {
-        try await oneSession("SELECT data FROM sessions WHERE id = ?", id)
+        if let session = live.withLock({ $0.byID[id] }) { return session }
+        return try await oneSession("SELECT data FROM sessions WHERE id = ?", id)
     }
 
     func session(linkKey: String) async throws -> Session? {
-        try await oneSession("SELECT data FROM sessions WHERE link_key = ?", linkKey)
+        if let session = live.withLock({ $0.byLinkKey(linkKey) }) { return session }
+        return try await oneSession("SELECT data FROM sessions WHERE link_key = ?", linkKey)
     }
 
     func session(idempotencyKey: String) async throws -> Session? {
@@ -193,6 +213,29 @@ final class SQLiteSessionStore: SessionStore {
 
     private func decode<T: Decodable>(_ type: T.Type, _ row: SQLiteRow) throws -> T {
         try decoder.decode(type, from: Data((row.column("data")?.string ?? "").utf8))
+    }
+}
+
+/// The live sessions as last committed, by id and by link key.
+private struct LiveSessions {
+    let capacity: Int
+    private(set) var byID: [String: Session] = [:]
+    private var idByLinkKey: [String: String] = [:]
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func byLinkKey(_ key: String) -> Session? { idByLinkKey[key].flatMap { byID[$0] } }
+
+    mutating func committed(_ session: Session) {
+        guard !session.state.isTerminal else { return forget(session) }
+        guard byID[session.id] != nil || byID.count < capacity else { return }
+        byID[session.id] = session
+        idByLinkKey[session.linkKey] = session.id
+    }
+
+    mutating func forget(_ session: Session) {
+        byID[session.id] = nil
+        idByLinkKey[session.linkKey] = nil
     }
 }
 
