@@ -1,6 +1,7 @@
 import Foundation
 import LinkRelayCore
 import Logging
+import SQLiteNIO
 import Testing
 
 @testable import LinkRelayServer
@@ -69,8 +70,8 @@ struct SQLiteStoreTests {
         let path = directory.appendingPathComponent("relay.sqlite").path
         let created = Self.session(1)
         var store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
-        try await store.insert(
-            created, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: created.expiresAt), at: created.createdAt))
+        let waiting = SessionEvent(seq: 1, kind: .waiting(expiresAt: created.expiresAt), at: created.createdAt)
+        try await store.insert(created, event: waiting)
 
         var tapped = created
         let tap = tapped.record(.tapped(asc: true), at: Date())
@@ -97,8 +98,58 @@ struct SQLiteStoreTests {
         #expect(try await store.update(ended, expectedVersion: reopened.version, appending: [result]))
         #expect(try await store.session(id: "ses_1")?.state == .verified)
         #expect(try await store.session(linkKey: "key1") == ended)
-        #expect(
-            try await store.events(sessionID: "ses_1", after: 0).map(\.kind.type) == ["waiting", "tapped", "result"])
+        #expect(try await store.events(sessionID: "ses_1", after: 0) == [waiting, tap, result])
         try await store.close()
+    }
+}
+
+extension SQLiteStoreTests {
+    /// A file written by an earlier relay (schema 1: events in their own table) opens with its sessions
+    /// and events intact, and takes new writes.
+    @Test("A schema-1 file is upgraded with its sessions and events")
+    func upgradesSchemaOne() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("relay.sqlite").path
+        var session = Self.session(7)
+        let waiting = SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: session.createdAt)
+        let tapped = session.record(.tapped(asc: false), at: Date())
+        session.version = 1
+
+        let old = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        _ = try await old.query("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for statement in SQLiteSessionStore.migrations[0] { _ = try await old.query(statement) }
+        _ = try await old.query("INSERT INTO schema_version (version) VALUES (1)")
+        let encoder = JSONEncoder()
+        let data = String(decoding: try encoder.encode(session), as: UTF8.self)
+        _ = try await old.query(
+            "INSERT INTO sessions (id, link_key, state, version, data) VALUES (?, ?, ?, ?, ?)",
+            [.text(session.id), .text(session.linkKey), .text("tapped"), .integer(1), .text(data)])
+        for event in [tapped, waiting] {  // out of order on purpose: the upgrade orders by seq
+            _ = try await old.query(
+                "INSERT INTO events (session_id, seq, data) VALUES (?, ?, ?)",
+                [
+                    .text(session.id), .integer(event.seq),
+                    .text(String(decoding: try encoder.encode(event), as: UTF8.self)),
+                ])
+        }
+        try await old.close()
+
+        let store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        #expect(try await store.session(linkKey: "key7") == session)
+        #expect(try await store.events(sessionID: "ses_7", after: 0) == [waiting, tapped])
+        #expect(try await store.events(sessionID: "ses_7", after: 1) == [tapped])
+        var ended = session
+        let result = ended.record(.result(.failed), at: Date())
+        ended.version += 1
+        #expect(try await store.update(ended, expectedVersion: 1, appending: [result]))
+        #expect(try await store.events(sessionID: "ses_7", after: 0) == [waiting, tapped, result])
+        try await store.close()
+
+        let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        let version = try await check.query("SELECT MAX(version) AS v FROM schema_version").first?.column("v")?.integer
+        #expect(version == SQLiteSessionStore.schemaVersion)
+        try await check.close()
     }
 }

@@ -6,7 +6,8 @@ import SQLiteNIO
 /// Sessions in a SQLite file (WAL). A write commits before the relay announces it, so `kill -9`
 /// and a restart lose nothing that any response or event has mentioned.
 ///
-/// Writes go through one connection, one transaction at a time; reads use other connections, which
+/// A session's row holds its events too (a JSON array), so every write is one statement, which SQLite
+/// commits whole. Writes go through one connection, one at a time; reads use other connections, which
 /// in WAL mode see only committed data.
 ///
 /// Each connection runs one statement at a time. SQLiteNIO would run several at once on a
@@ -19,7 +20,6 @@ import SQLiteNIO
 /// session leaves it when it ends. Everything else is read from the file. The relay is the file's only
 /// writer.
 final class SQLiteSessionStore: SessionStore {
-    static let schemaVersion = 1
     static let readerCount = 2
     /// At most this many live sessions are kept in memory; reads of the others go to the file.
     static let liveCapacity = 100_000
@@ -54,80 +54,99 @@ final class SQLiteSessionStore: SessionStore {
         return SQLiteSessionStore(writer: writer, readers: readers)
     }
 
-    /// Creates or upgrades the schema; safe to run on every start.
+    /// The schema's versions, in order: each brings the file from the one before. A new file gets them all.
+    static let migrations: [[String]] = [
+        [
+            """
+            CREATE TABLE IF NOT EXISTS sessions (
+                id TEXT PRIMARY KEY, link_key TEXT NOT NULL UNIQUE, idempotency_key TEXT UNIQUE,
+                state TEXT NOT NULL, version INTEGER NOT NULL, data TEXT NOT NULL)
+            """,
+            "CREATE INDEX IF NOT EXISTS sessions_active ON sessions (state) WHERE state IN ('waiting', 'tapped')",
+            """
+            CREATE TABLE IF NOT EXISTS events (
+                session_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
+                PRIMARY KEY (session_id, seq)) WITHOUT ROWID
+            """,
+        ],
+        // A session's events move into its row (a JSON array), so that every write is one statement.
+        [
+            "ALTER TABLE sessions ADD COLUMN events TEXT NOT NULL DEFAULT '[]'",
+            """
+            UPDATE sessions SET events = (
+                SELECT json_group_array(json(data) ORDER BY seq) FROM events WHERE session_id = sessions.id)
+            """,
+            "DROP TABLE events",
+        ],
+    ]
+
+    static var schemaVersion: Int { migrations.count }
+
+    /// Creates or upgrades the schema, one version per transaction; safe to run on every start.
     private static func migrate(_ connection: SQLiteConnection) async throws {
         _ = try await connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         let current =
             try await connection.query("SELECT MAX(version) AS v FROM schema_version").first?
             .column("v")?.integer ?? 0
-        if current < 1 {
-            let statements = [
-                "BEGIN IMMEDIATE",
-                """
-                CREATE TABLE IF NOT EXISTS sessions (
-                    id TEXT PRIMARY KEY, link_key TEXT NOT NULL UNIQUE, idempotency_key TEXT UNIQUE,
-                    state TEXT NOT NULL, version INTEGER NOT NULL, data TEXT NOT NULL)
-                """,
-                "CREATE INDEX IF NOT EXISTS sessions_active ON sessions (state) WHERE state IN ('waiting', 'tapped')",
-                """
-                CREATE TABLE IF NOT EXISTS events (
-                    session_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
-                    PRIMARY KEY (session_id, seq)) WITHOUT ROWID
-                """,
-                "INSERT INTO schema_version (version) VALUES (1)",
-                "COMMIT",
-            ]
-            for statement in statements { _ = try await connection.query(statement) }
+        for (index, statements) in migrations.enumerated() where index + 1 > current {
+            _ = try await connection.query("BEGIN IMMEDIATE")
+            do {
+                for statement in statements { _ = try await connection.query(statement) }
+                _ = try await connection.query("INSERT INTO schema_version (version) VALUES (?)", [.integer(index + 1)])
+                _ = try await connection.query("COMMIT")
+            } catch {
+                _ = try? await connection.query("ROLLBACK")
+                throw error
+            }
         }
     }
 
     func insert(_ session: Session, event: SessionEvent) async throws {
         let sessionData = try json(session)
         let eventData = try json(event)
-        _ = try await writeLock.withLock {
-            try await transaction {
-                if let key = session.idempotencyKey {
-                    let taken = try await writer.query(
-                        "SELECT 1 FROM sessions WHERE idempotency_key = ?", [.text(key)])
-                    if !taken.isEmpty { throw StoreError.duplicateIdempotencyKey }
-                }
-                _ = try await writer.query(
-                    "INSERT INTO sessions (id, link_key, idempotency_key, state, version, data) VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        .text(session.id), .text(session.linkKey), session.idempotencyKey.map { .text($0) } ?? .null,
-                        .text(session.state.rawValue), .integer(session.version), .text(sessionData),
-                    ])
-                try await insertEvents([event], sessionID: session.id, data: [eventData])
-                return true
+        try await writeLock.withLock {
+            // The write lock makes the check and the insert one step: this process is the only writer.
+            if let key = session.idempotencyKey,
+                !(try await writer.query("SELECT 1 FROM sessions WHERE idempotency_key = ?", [.text(key)]).isEmpty)
+            {
+                throw StoreError.duplicateIdempotencyKey
             }
+            _ = try await writer.query(
+                """
+                INSERT INTO sessions (id, link_key, idempotency_key, state, version, data, events)
+                VALUES (?, ?, ?, ?, ?, ?, json_array(json(?)))
+                """,
+                [
+                    .text(session.id), .text(session.linkKey), session.idempotencyKey.map { .text($0) } ?? .null,
+                    .text(session.state.rawValue), .integer(session.version), .text(sessionData), .text(eventData),
+                ])
             live.withLock { $0.committed(session) }
         }
     }
 
     func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool {
         let sessionData = try json(session)
-        let eventData = try events.map(json)
+        let eventData = try events.map { SQLiteData.text(try json($0)) }
+        // `events` gets one `'$[#]', json(?)` pair per new event: each appends to the array.
+        let append =
+            events.isEmpty
+            ? "events" : "json_insert(events" + String(repeating: ", '$[#]', json(?)", count: events.count) + ")"
         return try await writeLock.withLock {
-            let committed: Bool
+            let changed: Bool
             do {
-                committed = try await transaction {
-                    let changed = try await writer.query(
-                        "UPDATE sessions SET state = ?, version = ?, data = ? WHERE id = ? AND version = ? RETURNING 1",
-                        [
-                            .text(session.state.rawValue), .integer(session.version), .text(sessionData),
-                            .text(session.id), .integer(expectedVersion),
-                        ])
-                    guard !changed.isEmpty else { return false }
-                    try await insertEvents(events, sessionID: session.id, data: eventData)
-                    return true
-                }
+                changed = try await !writer.query(
+                    "UPDATE sessions SET state = ?, version = ?, data = ?, events = \(append) WHERE id = ? AND version = ? RETURNING 1",
+                    [.text(session.state.rawValue), .integer(session.version), .text(sessionData)] + eventData + [
+                        .text(session.id), .integer(expectedVersion),
+                    ]
+                ).isEmpty
             } catch {
                 // Whether it committed is unknown: the next reads go to the file.
                 live.withLock { $0.forget(session) }
                 throw error
             }
-            if committed { live.withLock { $0.committed(session) } }
-            return committed
+            if changed { live.withLock { $0.committed(session) } }
+            return changed
         }
     }
 
@@ -146,10 +165,9 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     func events(sessionID: String, after: Int) async throws -> [SessionEvent] {
-        let rows = try await read(
-            "SELECT data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
-            [.text(sessionID), .integer(after)])
-        return try rows.map { try decode(SessionEvent.self, $0) }
+        guard let row = try await read("SELECT events AS data FROM sessions WHERE id = ?", [.text(sessionID)]).first
+        else { return [] }
+        return try decode([SessionEvent].self, row).filter { $0.seq > after }
     }
 
     func activeSessions() async throws -> [Session] {
@@ -176,30 +194,6 @@ final class SQLiteSessionStore: SessionStore {
         }
         let reader = readers[index]
         return try await reader.lock.withLock { try await reader.connection.query(sql, binds) }
-    }
-
-    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`; rolls back when it throws or returns false.
-    private func transaction(_ body: () async throws -> Bool) async throws -> Bool {
-        _ = try await writer.query("BEGIN IMMEDIATE")
-        do {
-            if try await body() {
-                _ = try await writer.query("COMMIT")
-                return true
-            }
-            _ = try await writer.query("ROLLBACK")
-            return false
-        } catch {
-            _ = try? await writer.query("ROLLBACK")
-            throw error
-        }
-    }
-
-    private func insertEvents(_ events: [SessionEvent], sessionID: String, data: [String]) async throws {
-        for (event, data) in zip(events, data) {
-            _ = try await writer.query(
-                "INSERT INTO events (session_id, seq, data) VALUES (?, ?, ?)",
-                [.text(sessionID), .integer(event.seq), .text(data)])
-        }
     }
 
     private func oneSession(_ sql: String, _ value: String) async throws -> Session? {
