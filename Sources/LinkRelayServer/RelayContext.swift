@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import LinkRelayCore
 import NIOCore
 
 /// The request context of every route: Hummingbird's core storage and the peer's address.
@@ -28,9 +29,7 @@ enum RelayJSON {
         return encoder
     }()
 
-    static func timestamp(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
-    }
+    static func timestamp(_ date: Date) -> String { ISO8601Milliseconds.string(date) }
 
     static func response(
         _ value: some Encodable, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:],

@@ -362,7 +362,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             guard !events.isEmpty else { return }
             var text = ""
             for event in events {
-                let json = String(decoding: RelayJSON.data(event), as: UTF8.self)
+                let json = String(decoding: event.wireJSON, as: UTF8.self)
                 text += "id: \(event.seq)\nevent: \(event.kind.type)\ndata: \(json)\n\n"
             }
             context.writeAndFlush(wrapOutboundOut(.body(ByteBuffer(string: text))), promise: nil)

@@ -74,7 +74,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
         case .replayed(let events), .events(let events):
             for event in events {
                 var text = context.channel.allocator.buffer(capacity: 256)
-                text.writeBytes(RelayJSON.data(event))
+                text.writeBytes(event.wireJSON)
                 context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: text)), promise: nil)
             }
             context.flush()

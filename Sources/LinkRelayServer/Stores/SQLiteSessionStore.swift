@@ -29,7 +29,6 @@ final class SQLiteSessionStore: SessionStore {
     private let nextReader = Locked(0)
     private let writeLock = AsyncMutex()
     private let live = Locked(LiveSessions(capacity: liveCapacity))
-    private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()
 
     private init(writer: SQLiteConnection, readers: [SQLiteConnection]) {
@@ -102,8 +101,8 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     func insert(_ session: Session, event: SessionEvent) async throws {
-        let sessionData = try json(session)
-        let eventData = try json(event)
+        let sessionData = String(decoding: session.storedJSON, as: UTF8.self)
+        let eventData = String(decoding: event.storedJSON, as: UTF8.self)
         try await writeLock.withLock {
             // The write lock makes the check and the insert one step: this process is the only writer.
             if let key = session.idempotencyKey,
@@ -125,8 +124,8 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool {
-        let sessionData = try json(session)
-        let eventData = try events.map { SQLiteData.text(try json($0)) }
+        let sessionData = String(decoding: session.storedJSON, as: UTF8.self)
+        let eventData = events.map { SQLiteData.text(String(decoding: $0.storedJSON, as: UTF8.self)) }
         // `events` gets one `'$[#]', json(?)` pair per new event: each appends to the array.
         let append =
             events.isEmpty
@@ -199,10 +198,6 @@ final class SQLiteSessionStore: SessionStore {
     private func oneSession(_ sql: String, _ value: String) async throws -> Session? {
         guard let row = try await read(sql, [.text(value)]).first else { return nil }
         return try decode(Session.self, row)
-    }
-
-    private func json(_ value: some Encodable) throws -> String {
-        String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
     private func decode<T: Decodable>(_ type: T.Type, _ row: SQLiteRow) throws -> T {

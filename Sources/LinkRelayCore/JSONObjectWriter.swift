@@ -1,0 +1,162 @@
+import Foundation
+
+/// Writes one JSON object by hand, for the hot paths: a session stored on every write, an event sent to
+/// every channel. There Foundation's `JSONEncoder` cost more CPU than the rest of a tap. What it writes
+/// decodes with `JSONDecoder` exactly like the `Codable` form (tests compare them).
+///
+/// Fields are written in the order they are added; a `nil` value leaves its field out, as `Codable`'s
+/// `encodeIfPresent` does.
+public struct JSONObjectWriter {
+    public private(set) var bytes: [UInt8]
+    private var empty = true
+
+    public init(capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    /// The finished object.
+    public consuming func finish() -> [UInt8] {
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    public mutating func add(_ key: String, _ value: String?) {
+        guard let value else { return }
+        self.key(key)
+        Self.append(string: value, to: &bytes)
+    }
+
+    public mutating func add(_ key: String, _ value: Int) {
+        self.key(key)
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    public mutating func add(_ key: String, _ value: Bool) {
+        self.key(key)
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    /// A date as `Codable` writes it by default: seconds since 2001-01-01, the shortest text that reads
+    /// back as the same `Double`.
+    public mutating func add(_ key: String, secondsSinceReferenceDate date: Date?) {
+        guard let date else { return }
+        self.key(key)
+        bytes.append(contentsOf: date.timeIntervalSinceReferenceDate.description.utf8)
+    }
+
+    /// A date as the relay's API writes it: ISO 8601 in UTC with milliseconds.
+    public mutating func add(_ key: String, iso8601 date: Date) {
+        self.key(key)
+        bytes.append(UInt8(ascii: "\""))
+        ISO8601Milliseconds.append(date, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    public mutating func add(_ key: String, _ values: [String]) {
+        self.key(key)
+        bytes.append(UInt8(ascii: "["))
+        for (index, value) in values.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            Self.append(string: value, to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// A nested object: `value` written by its own writer.
+    public mutating func add(_ key: String, object value: [UInt8]?) {
+        guard let value else { return }
+        self.key(key)
+        bytes.append(contentsOf: value)
+    }
+
+    /// An object of strings, keys in sorted order.
+    public mutating func add(_ key: String, _ value: [String: String]?) {
+        guard let value else { return }
+        var object = JSONObjectWriter(capacity: 64)
+        for (name, text) in value.sorted(by: { $0.key < $1.key }) { object.add(name, text) }
+        add(key, object: object.finish())
+    }
+
+    private mutating func key(_ key: String) {
+        if empty { empty = false } else { bytes.append(UInt8(ascii: ",")) }
+        Self.append(string: key, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    /// A JSON string: quotes, backslashes and control characters escaped, everything else as UTF-8.
+    static func append(string: String, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                bytes.append(contentsOf: [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
+
+/// `2026-11-22T08:58:00.123Z`: a date in UTC with milliseconds (truncated), as the API writes dates.
+public enum ISO8601Milliseconds {
+    public static func string(_ date: Date) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        append(date, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func append(_ date: Date, to bytes: inout [UInt8]) {
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let (days, msOfDay) = milliseconds.quotientAndRemainder(dividingBy: 86_400_000)
+        let (day, ms) = msOfDay < 0 ? (days - 1, msOfDay + 86_400_000) : (days, msOfDay)
+        let (year, month, dayOfMonth) = civil(fromDays: day)
+        func digits(_ value: Int64, _ count: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<count { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        digits(year, 4)
+        bytes.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        bytes.append(UInt8(ascii: "-"))
+        digits(dayOfMonth, 2)
+        bytes.append(UInt8(ascii: "T"))
+        digits(ms / 3_600_000, 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(ms / 60_000 % 60, 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(ms / 1000 % 60, 2)
+        bytes.append(UInt8(ascii: "."))
+        digits(ms % 1000, 3)
+        bytes.append(UInt8(ascii: "Z"))
+    }
+
+    /// Year, month and day of the proleptic Gregorian calendar for days since 1970-01-01
+    /// (Howard Hinnant's `civil_from_days`).
+    private static func civil(fromDays days: Int64) -> (Int64, Int64, Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}
