@@ -1,4 +1,5 @@
 import Foundation
+import LinkRelayCore
 import Testing
 
 @testable import LinkRelayServer
@@ -94,14 +95,19 @@ struct LandingTests {
 
     @Test("Each valid landing asks Prove again; only the first emits tapped")
     func repeatedLanding() async throws {
-        try await TestRelay.run { relay in
+        let clock = ManualClock()
+        try await TestRelay.run(clock: clock) { relay in
             let created = try await relay.createSession()
             // Land before the sandbox link is opened: Prove says pending, so the session stays tapped.
             let url = created.finalTargetUrl + "?asc=true&authId=\(Self.uuid)"
             #expect(try await relay.request(.GET, url).status == 200)
             #expect(try await relay.request(.GET, url).status == 200)
+            // The verifier heard `pending` and waits on the clock (beside the expiry sweeper and the
+            // channel heartbeat), so it cannot see the result before the phone's landing arrives.
+            await clock.waitForSleepers(3)
             let (landing, _) = try await relay.tap()
             #expect(landing.status == 200)
+            clock.advance(by: 1)
             let events = try await relay.pollUntilDone(created)
             #expect(events.map(\.type) == ["waiting", "tapped", "result"])
             #expect(events.last?.outcome == "verified")
