@@ -116,7 +116,11 @@ public enum ISO8601Milliseconds {
     }
 
     static func append(_ date: Date, to bytes: inout [UInt8]) {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        // From the 2001 reference date, as Foundation computes: nanoseconds of the second, truncated.
+        let reference = date.timeIntervalSinceReferenceDate
+        let seconds = reference.rounded(.down)
+        let milliseconds =
+            (Int64(seconds) + 978_307_200) * 1000 + Int64((reference - seconds) * 1_000_000_000) / 1_000_000
         let (days, msOfDay) = milliseconds.quotientAndRemainder(dividingBy: 86_400_000)
         let (day, ms) = msOfDay < 0 ? (days - 1, msOfDay + 86_400_000) : (days, msOfDay)
         let (year, month, dayOfMonth) = civil(fromDays: day)
