@@ -28,13 +28,16 @@ struct SQLiteStoreTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try await SQLiteSessionStore.open(
-            path: directory.appendingPathComponent("relay.sqlite").path, logger: Logger(label: "test"))
+        let path = directory.appendingPathComponent("relay.sqlite").path
+        let writer = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
         for index in 0..<50 {
             let session = Self.session(index)
-            try await store.insert(
+            try await writer.insert(
                 session, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
         }
+        try await writer.close()
+        // Reopened, the store has not seen these sessions' events: it reads them from the file.
+        let store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
         var current = try #require(try await store.session(id: "ses_0"))
         try await withThrowingTaskGroup(of: Void.self) { group in
             // Long reads that keep the connection busy meanwhile.
@@ -44,7 +47,6 @@ struct SQLiteStoreTests {
                     while !done.withLock({ $0 }) { _ = try await store.activeSessions() }
                 }
             }
-            // Events are read from the file (live sessions themselves are served from memory).
             var stale = 0
             for _ in 0..<100 {
                 var next = current
@@ -85,6 +87,8 @@ struct SQLiteStoreTests {
         stale.version = created.version + 5
         #expect(try await !store.update(stale, expectedVersion: created.version, appending: []))
         #expect(try await store.session(id: "ses_1")?.version == tapped.version)
+
+        #expect(try await store.events(sessionID: "ses_1", after: 1) == [tap])
 
         // After a restart the live session is read from the file, and then ends.
         try await store.close()

@@ -14,8 +14,9 @@ import SQLiteNIO
 /// connection's thread pool, and statements running at once share one read transaction: a read that
 /// overlapped a longer one saw the data as it was before a commit that came first.
 ///
-/// Live sessions (waiting or tapped) are also kept in memory as last committed, so that the reads of
-/// every landing and verification (by id and by link key) need neither SQL nor JSON. Only the writer
+/// Live sessions (waiting or tapped) are also kept in memory as last committed, with their events, so
+/// that the reads of every landing, verification and channel (by id and by link key, and the events
+/// a long-poll asks for again) need neither SQL nor JSON. Only the writer
 /// fills that copy, after its commit and under the write lock, so it is never older than the file; a
 /// session leaves it when it ends. Everything else is read from the file. The relay is the file's only
 /// writer.
@@ -119,7 +120,7 @@ final class SQLiteSessionStore: SessionStore {
                     .text(session.id), .text(session.linkKey), session.idempotencyKey.map { .text($0) } ?? .null,
                     .text(session.state.rawValue), .integer(session.version), .text(sessionData), .text(eventData),
                 ])
-            live.withLock { $0.committed(session) }
+            live.withLock { $0.inserted(session, event) }
         }
     }
 
@@ -144,13 +145,15 @@ final class SQLiteSessionStore: SessionStore {
                 live.withLock { $0.forget(session) }
                 throw error
             }
-            if changed { live.withLock { $0.committed(session) } }
+            // A refused write means the file holds a newer version than the caller read: the next reads
+            // go to the file, so that a copy that somehow fell behind cannot refuse every retry.
+            live.withLock { changed ? $0.updated(session, appending: events) : $0.forget(session) }
             return changed
         }
     }
 
     func session(id: String) async throws -> Session? {
-        if let session = live.withLock({ $0.byID[id] }) { return session }
+        if let session = live.withLock({ $0.byID[id]?.session }) { return session }
         return try await oneSession("SELECT data FROM sessions WHERE id = ?", id)
     }
 
@@ -164,6 +167,7 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     func events(sessionID: String, after: Int) async throws -> [SessionEvent] {
+        if let events = live.withLock({ $0.byID[sessionID]?.events }) { return events.filter { $0.seq > after } }
         guard let row = try await read("SELECT events AS data FROM sessions WHERE id = ?", [.text(sessionID)]).first
         else { return [] }
         return try decode([SessionEvent].self, row).filter { $0.seq > after }
@@ -205,26 +209,41 @@ final class SQLiteSessionStore: SessionStore {
     }
 }
 
-/// The live sessions as last committed, by id and by link key.
+/// The live sessions as last committed, by id and by link key, with their events when this process
+/// has seen all of them (it created the session).
 private struct LiveSessions {
+    struct Entry {
+        var session: Session
+        var events: [SessionEvent]?
+    }
+
     let capacity: Int
-    private(set) var byID: [String: Session] = [:]
+    private(set) var byID: [String: Entry] = [:]
     private var idByLinkKey: [String: String] = [:]
 
     init(capacity: Int) { self.capacity = capacity }
 
-    func byLinkKey(_ key: String) -> Session? { idByLinkKey[key].flatMap { byID[$0] } }
+    func byLinkKey(_ key: String) -> Session? { idByLinkKey[key].flatMap { byID[$0]?.session } }
 
-    mutating func committed(_ session: Session) {
-        guard !session.state.isTerminal else { return forget(session) }
-        guard byID[session.id] != nil || byID.count < capacity else { return }
-        byID[session.id] = session
-        idByLinkKey[session.linkKey] = session.id
+    mutating func inserted(_ session: Session, _ event: SessionEvent) {
+        keep(Entry(session: session, events: [event]))
+    }
+
+    mutating func updated(_ session: Session, appending events: [SessionEvent]) {
+        // A session first seen here after a restart has events only the file knows.
+        keep(Entry(session: session, events: byID[session.id]?.events.map { $0 + events }))
     }
 
     mutating func forget(_ session: Session) {
         byID[session.id] = nil
         idByLinkKey[session.linkKey] = nil
+    }
+
+    private mutating func keep(_ entry: Entry) {
+        guard !entry.session.state.isTerminal else { return forget(entry.session) }
+        guard byID[entry.session.id] != nil || byID.count < capacity else { return }
+        byID[entry.session.id] = entry
+        idByLinkKey[entry.session.linkKey] = entry.session.id
     }
 }
 
