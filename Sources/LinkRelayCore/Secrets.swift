@@ -8,15 +8,27 @@ public enum Secrets {
     /// A random string of `length` characters from `A-Za-z0-9` (5.95 bits each).
     /// 22 characters carry more than 128 bits.
     public static func token(length: Int = 32) -> String {
-        var generator = SystemRandomNumberGenerator()
         var bytes = [UInt8]()
         bytes.reserveCapacity(length)
         // Rejection sampling keeps every character equally likely.
         while bytes.count < length {
-            let value = UInt8.random(in: 0...UInt8.max, using: &generator)
-            if value < 248 { bytes.append(alphabet[Int(value % 62)]) }
+            for value in randomBytes(length - bytes.count + 8) where value < 248 && bytes.count < length {
+                bytes.append(alphabet[Int(value % 62)])
+            }
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `count` bytes from the OS CSPRNG, eight per call to it (one `UInt8.random` per byte cost a
+    /// `getrandom` system call per byte: about a hundred for each session created).
+    public static func randomBytes(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(count + 7)
+        while bytes.count < count {
+            withUnsafeBytes(of: generator.next()) { bytes.append(contentsOf: $0) }
+        }
+        return Array(bytes.prefix(count))
     }
 
     /// A new session id: `ses_` and 22 random characters (> 128 bits).
@@ -24,8 +36,7 @@ public enum Secrets {
 
     /// A lower-case random (version 4) UUID string.
     public static func uuid() -> String {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = (0..<16).map { _ in UInt8.random(in: 0...UInt8.max, using: &generator) }
+        var bytes = randomBytes(16)
         bytes[6] = (bytes[6] & 0x0F) | 0x40
         bytes[8] = (bytes[8] & 0x3F) | 0x80
         let hex = Array("0123456789abcdef".utf8)

@@ -542,13 +542,20 @@ public actor ProveSandbox {
         return fields
     }
 
+    /// `bytes` random bytes in unpadded base64url.
     static func randomBase64URL(bytes: Int) -> String {
         var generator = SystemRandomNumberGenerator()
-        let data = Data((0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
-        return data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        var random = [UInt8]()
+        while random.count < bytes { withUnsafeBytes(of: generator.next()) { random.append(contentsOf: $0) } }
+        let urlSafe = Data(random.prefix(bytes)).base64EncodedString().utf8.compactMap { byte -> UInt8? in
+            switch byte {
+            case UInt8(ascii: "+"): UInt8(ascii: "-")
+            case UInt8(ascii: "/"): UInt8(ascii: "_")
+            case UInt8(ascii: "="): nil
+            default: byte
+            }
+        }
+        return String(decoding: urlSafe, as: UTF8.self)
     }
 
     /// An opaque JWT-shaped token ("eyJ…"); only the sandbox can check it.
