@@ -157,3 +157,26 @@ extension SQLiteStoreTests {
         try await check.close()
     }
 }
+
+extension SQLiteStoreTests {
+    @Test("The cache keeps live sessions up to its capacity and the ones that ended last")
+    func cacheCapacities() {
+        var cache = SessionCache(liveCapacity: 2, endedCapacity: 2)
+        let sessions = (0..<4).map { Self.session($0) }
+        for session in sessions { cache.inserted(session, SessionEvent(seq: 1, kind: .expired, at: Date())) }
+        #expect(sessions.map { cache.entry(id: $0.id) != nil } == [true, true, false, false], "two live at most")
+
+        // Three end: the two that ended last stay, found by id and by link key; the first is dropped.
+        for index in [0, 1, 2] {
+            var ended = sessions[index]
+            let event = ended.record(.expired, at: Date())
+            ended.version += 1
+            cache.updated(ended, appending: [event])
+        }
+        #expect(cache.entry(id: "ses_0") == nil && cache.entry(linkKey: "key0") == nil)
+        #expect(cache.entry(linkKey: "key1")?.session.state == .expired)
+        #expect(cache.entry(id: "ses_1")?.events?.count == 2)
+        #expect(cache.entry(id: "ses_2")?.events == nil, "not inserted here: its earlier events are the file's")
+        #expect(cache.entry(id: "ses_2")?.session.state == .expired)
+    }
+}

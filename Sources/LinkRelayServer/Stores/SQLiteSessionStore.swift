@@ -14,22 +14,23 @@ import SQLiteNIO
 /// connection's thread pool, and statements running at once share one read transaction: a read that
 /// overlapped a longer one saw the data as it was before a commit that came first.
 ///
-/// Live sessions (waiting or tapped) are also kept in memory as last committed, with their events, so
-/// that the reads of every landing, verification and channel (by id and by link key, and the events
-/// a long-poll asks for again) need neither SQL nor JSON. Only the writer
-/// fills that copy, after its commit and under the write lock, so it is never older than the file; a
-/// session leaves it when it ends. Everything else is read from the file. The relay is the file's only
-/// writer.
+/// Sessions are also kept in memory as last committed, with their events: every live one (waiting or
+/// tapped) and the last 2,048 that ended. So the reads of a landing, a verification and a channel (a
+/// session by id or link key, and the events a long-poll asks for again) need neither SQL nor JSON.
+/// Only the writer fills that copy, after its commit and under the write lock, so it is never older
+/// than the file. Everything else is read from the file. The relay is the file's only writer.
 final class SQLiteSessionStore: SessionStore {
     static let readerCount = 2
     /// At most this many live sessions are kept in memory; reads of the others go to the file.
     static let liveCapacity = 100_000
+    /// How many of the sessions that ended last are kept in memory too.
+    static let endedCapacity = 2048
 
     private let writer: SQLiteConnection
     private let readers: [(connection: SQLiteConnection, lock: AsyncMutex)]
     private let nextReader = Locked(0)
     private let writeLock = AsyncMutex()
-    private let live = Locked(LiveSessions(capacity: liveCapacity))
+    private let cache = Locked(SessionCache(liveCapacity: liveCapacity, endedCapacity: endedCapacity))
     private let decoder = JSONDecoder()
 
     private init(writer: SQLiteConnection, readers: [SQLiteConnection]) {
@@ -120,7 +121,7 @@ final class SQLiteSessionStore: SessionStore {
                     .text(session.id), .text(session.linkKey), session.idempotencyKey.map { .text($0) } ?? .null,
                     .text(session.state.rawValue), .integer(session.version), .text(sessionData), .text(eventData),
                 ])
-            live.withLock { $0.inserted(session, event) }
+            cache.withLock { $0.inserted(session, event) }
         }
     }
 
@@ -142,23 +143,23 @@ final class SQLiteSessionStore: SessionStore {
                 ).isEmpty
             } catch {
                 // Whether it committed is unknown: the next reads go to the file.
-                live.withLock { $0.forget(session) }
+                cache.withLock { $0.forget(session) }
                 throw error
             }
             // A refused write means the file holds a newer version than the caller read: the next reads
             // go to the file, so that a copy that somehow fell behind cannot refuse every retry.
-            live.withLock { changed ? $0.updated(session, appending: events) : $0.forget(session) }
+            cache.withLock { changed ? $0.updated(session, appending: events) : $0.forget(session) }
             return changed
         }
     }
 
     func session(id: String) async throws -> Session? {
-        if let session = live.withLock({ $0.byID[id]?.session }) { return session }
+        if let session = cache.withLock({ $0.entry(id: id)?.session }) { return session }
         return try await oneSession("SELECT data FROM sessions WHERE id = ?", id)
     }
 
     func session(linkKey: String) async throws -> Session? {
-        if let session = live.withLock({ $0.byLinkKey(linkKey) }) { return session }
+        if let session = cache.withLock({ $0.entry(linkKey: linkKey)?.session }) { return session }
         return try await oneSession("SELECT data FROM sessions WHERE link_key = ?", linkKey)
     }
 
@@ -167,7 +168,7 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     func events(sessionID: String, after: Int) async throws -> [SessionEvent] {
-        if let events = live.withLock({ $0.byID[sessionID]?.events }) { return events.filter { $0.seq > after } }
+        if let events = cache.withLock({ $0.entry(id: sessionID)?.events }) { return events.filter { $0.seq > after } }
         guard let row = try await read("SELECT events AS data FROM sessions WHERE id = ?", [.text(sessionID)]).first
         else { return [] }
         return try decode([SessionEvent].self, row).filter { $0.seq > after }
@@ -209,21 +210,32 @@ final class SQLiteSessionStore: SessionStore {
     }
 }
 
-/// The live sessions as last committed, by id and by link key, with their events when this process
-/// has seen all of them (it created the session).
-private struct LiveSessions {
+/// Sessions as last committed, by id and by link key, with their events when this process has seen all
+/// of them (it created the session): every live one (up to `liveCapacity`), and the `endedCapacity`
+/// that ended last, which a desktop's next long-poll and a phone's reload still ask about.
+struct SessionCache {
     struct Entry {
         var session: Session
         var events: [SessionEvent]?
     }
 
-    let capacity: Int
-    private(set) var byID: [String: Entry] = [:]
+    let liveCapacity: Int
+    let endedCapacity: Int
+    private var live: [String: Entry] = [:]
+    private var ended: [String: Entry] = [:]
+    /// Ended ids in the order they ended, a ring whose oldest is at `oldestEnded`.
+    private var endedOrder: [String] = []
+    private var oldestEnded = 0
     private var idByLinkKey: [String: String] = [:]
 
-    init(capacity: Int) { self.capacity = capacity }
+    init(liveCapacity: Int, endedCapacity: Int) {
+        self.liveCapacity = liveCapacity
+        self.endedCapacity = endedCapacity
+    }
 
-    func byLinkKey(_ key: String) -> Session? { idByLinkKey[key].flatMap { byID[$0]?.session } }
+    func entry(id: String) -> Entry? { live[id] ?? ended[id] }
+
+    func entry(linkKey: String) -> Entry? { idByLinkKey[linkKey].flatMap(entry(id:)) }
 
     mutating func inserted(_ session: Session, _ event: SessionEvent) {
         keep(Entry(session: session, events: [event]))
@@ -231,19 +243,35 @@ private struct LiveSessions {
 
     mutating func updated(_ session: Session, appending events: [SessionEvent]) {
         // A session first seen here after a restart has events only the file knows.
-        keep(Entry(session: session, events: byID[session.id]?.events.map { $0 + events }))
+        keep(Entry(session: session, events: entry(id: session.id)?.events.map { $0 + events }))
     }
 
     mutating func forget(_ session: Session) {
-        byID[session.id] = nil
+        live[session.id] = nil
+        ended[session.id] = nil
         idByLinkKey[session.linkKey] = nil
     }
 
     private mutating func keep(_ entry: Entry) {
-        guard !entry.session.state.isTerminal else { return forget(entry.session) }
-        guard byID[entry.session.id] != nil || byID.count < capacity else { return }
-        byID[entry.session.id] = entry
-        idByLinkKey[entry.session.linkKey] = entry.session.id
+        let id = entry.session.id
+        guard entry.session.state.isTerminal else {
+            guard live[id] != nil || live.count < liveCapacity else { return }
+            live[id] = entry
+            idByLinkKey[entry.session.linkKey] = id
+            return
+        }
+        live[id] = nil
+        idByLinkKey[entry.session.linkKey] = id
+        guard ended.updateValue(entry, forKey: id) == nil else { return }
+        if endedOrder.count < endedCapacity {
+            endedOrder.append(id)
+        } else {
+            if let evicted = ended.removeValue(forKey: endedOrder[oldestEnded]) {
+                idByLinkKey[evicted.session.linkKey] = nil
+            }
+            endedOrder[oldestEnded] = id
+            oldestEnded = (oldestEnded + 1) % endedCapacity
+        }
     }
 }
 
