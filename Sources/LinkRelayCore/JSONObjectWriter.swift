@@ -71,6 +71,17 @@ public struct JSONObjectWriter {
         bytes.append(contentsOf: value)
     }
 
+    /// An array of objects, each written by its own writer.
+    public mutating func add(_ key: String, objects: [[UInt8]]) {
+        self.key(key)
+        bytes.append(UInt8(ascii: "["))
+        for (index, object) in objects.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: object)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
     /// An object of strings, keys in sorted order.
     public mutating func add(_ key: String, _ value: [String: String]?) {
         guard let value else { return }

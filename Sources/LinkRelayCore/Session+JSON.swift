@@ -86,3 +86,14 @@ extension SessionEvent {
         return json.finish()
     }
 }
+
+extension SessionEvent {
+    /// A long-poll's answer (API.md): `{"after": N, "done": Bool, "events": [...]}`, keys sorted.
+    public static func pollAnswerJSON(_ events: [SessionEvent], after: Int, done: Bool) -> [UInt8] {
+        var json = JSONObjectWriter(capacity: 64 + 128 * events.count)
+        json.add("after", after)
+        json.add("done", done)
+        json.add("events", objects: events.map(\.wireJSON))
+        return json.finish()
+    }
+}

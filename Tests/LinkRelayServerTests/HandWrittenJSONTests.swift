@@ -76,6 +76,22 @@ struct HandWrittenJSONTests {
         }
     }
 
+    @Test("A long-poll answer is byte for byte what RelayJSON writes")
+    func pollAnswer() {
+        struct PollAnswer: Encodable {
+            var events: [SessionEvent]
+            var after: Int
+            var done: Bool
+        }
+        for (events, done) in [([], false), (Array(Self.events.prefix(2)), false), (Self.events, true)] {
+            let after = events.last?.seq ?? 7
+            #expect(
+                String(decoding: SessionEvent.pollAnswerJSON(events, after: after, done: done), as: UTF8.self)
+                    == String(
+                        decoding: RelayJSON.data(PollAnswer(events: events, after: after, done: done)), as: UTF8.self))
+        }
+    }
+
     @Test("ISO 8601 with milliseconds, as Foundation formats it")
     func timestamps() {
         var dates = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 951_782_400.9995)]  // 2000-02-29

@@ -311,12 +311,6 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     // MARK: long-poll
 
-    private struct PollAnswer: Encodable {
-        var events: [SessionEvent]
-        var after: Int
-        var done: Bool
-    }
-
     private func pollStep(_ step: ChannelFeed.Step, _ admission: ChannelAdmission, _ context: ChannelHandlerContext) {
         // Done once a terminal event is delivered, or when the cursor is already past the last one.
         let finished = admission.session.state.isTerminal && admission.cursor >= admission.session.lastSeq
@@ -338,7 +332,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         var headers = admission.headers
         headers[.contentType] = "application/json"
         headers[.cacheControl] = "no-store"
-        let body = RelayJSON.data(PollAnswer(events: events, after: events.last?.seq ?? admission.cursor, done: done))
+        let body = SessionEvent.pollAnswerJSON(events, after: events.last?.seq ?? admission.cursor, done: done)
         answer(.ok, headers, ByteBuffer(bytes: body), context)
     }
 
