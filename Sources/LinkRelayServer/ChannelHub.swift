@@ -29,6 +29,9 @@ final class ChannelHub: EventBus {
         var sessions: [String: [UInt64: Listener]] = [:]
         var nextID: UInt64 = 0
         var count = 0
+        /// When listeners asked to be woken. An entry whose listener has gone or asked for another time
+        /// is skipped when it comes up.
+        var wakes = DeadlineHeap<(sessionID: String, id: UInt64)>()
         var shuttingDown = false
         /// Waiting for the last listener to go (see `drained()`), by id.
         var drainWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
@@ -44,6 +47,7 @@ final class ChannelHub: EventBus {
             state.nextID += 1
             state.count += 1
             state.sessions[sessionID, default: [:]][state.nextID] = Listener(deliver: deliver, wakeAt: wakeAt)
+            if let wakeAt { state.wakes.insert((sessionID, state.nextID), at: wakeAt) }
             return (state.nextID, state.shuttingDown)
         }
         // A channel opened during shutdown ends at once, the same way as the ones already open.
@@ -92,22 +96,22 @@ final class ChannelHub: EventBus {
     /// Wakes every listener whose wake time has come; each must set a new one to be woken again.
     func tick(now: Date) {
         let due = state.withLock { state -> [Deliver] in
-            var due: [Deliver] = []
-            for (sessionID, listeners) in state.sessions {
-                for (id, listener) in listeners {
-                    if let wakeAt = listener.wakeAt, wakeAt <= now {
-                        due.append(listener.deliver)
-                        state.sessions[sessionID]?[id]?.wakeAt = nil
-                    }
-                }
+            state.wakes.popDue(at: now).compactMap { wake in
+                let (sessionID, id) = wake.value
+                guard let listener = state.sessions[sessionID]?[id], listener.wakeAt == wake.date else { return nil }
+                state.sessions[sessionID]?[id]?.wakeAt = nil
+                return listener.deliver
             }
-            return due
         }
         for deliver in due { deliver(.tick(now)) }
     }
 
     fileprivate func setWake(sessionID: String, id: UInt64, at date: Date?) {
-        state.withLock { $0.sessions[sessionID]?[id]?.wakeAt = date }
+        state.withLock { state in
+            guard state.sessions[sessionID]?[id] != nil else { return }
+            state.sessions[sessionID]?[id]?.wakeAt = date
+            if let date { state.wakes.insert((sessionID, id), at: date) }
+        }
     }
 
     fileprivate func remove(sessionID: String, id: UInt64) {

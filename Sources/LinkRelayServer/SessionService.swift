@@ -324,57 +324,14 @@ final class VerificationQueue: Sendable {
 
 /// Hold ends the expiry sweeper waits for, earliest first.
 final class ExpiryQueue: Sendable {
-    private let heap = Locked(Heap())
+    private let heap = Locked(DeadlineHeap<String>())
 
-    func schedule(sessionID: String, at date: Date) { heap.withLock { $0.insert((date, sessionID)) } }
+    func schedule(sessionID: String, at date: Date) { heap.withLock { $0.insert(sessionID, at: date) } }
 
     /// Removes and returns every session due at `now`.
-    func due(at now: Date) -> [String] {
-        heap.withLock { heap in
-            var due: [String] = []
-            while let first = heap.first, first.0 <= now { due.append(heap.removeFirst().1) }
-            return due
-        }
-    }
+    func due(at now: Date) -> [String] { heap.withLock { $0.popDue(at: now).map(\.value) } }
 
-    var next: Date? { heap.withLock { $0.first?.0 } }
-
-    /// A binary min-heap of (date, session id).
-    struct Heap {
-        private var items: [(Date, String)] = []
-
-        var first: (Date, String)? { items.first }
-
-        mutating func insert(_ item: (Date, String)) {
-            items.append(item)
-            var child = items.count - 1
-            while child > 0 {
-                let parent = (child - 1) / 2
-                guard items[child].0 < items[parent].0 else { break }
-                items.swapAt(child, parent)
-                child = parent
-            }
-        }
-
-        mutating func removeFirst() -> (Date, String) {
-            let first = items[0]
-            let last = items.removeLast()
-            guard !items.isEmpty else { return first }
-            items[0] = last
-            var parent = 0
-            while true {
-                let left = 2 * parent + 1
-                let right = left + 1
-                var smallest = parent
-                if left < items.count, items[left].0 < items[smallest].0 { smallest = left }
-                if right < items.count, items[right].0 < items[smallest].0 { smallest = right }
-                if smallest == parent { break }
-                items.swapAt(parent, smallest)
-                parent = smallest
-            }
-            return first
-        }
-    }
+    var next: Date? { heap.withLock { $0.first?.date } }
 }
 
 extension Problem {

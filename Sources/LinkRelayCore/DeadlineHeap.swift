@@ -1,0 +1,50 @@
+import Foundation
+
+/// A binary min-heap of values by date: the earliest first.
+public struct DeadlineHeap<Value> {
+    private var items: [(date: Date, value: Value)] = []
+
+    public init() {}
+
+    public var first: (date: Date, value: Value)? { items.first }
+
+    public var count: Int { items.count }
+
+    public mutating func insert(_ value: Value, at date: Date) {
+        items.append((date, value))
+        var child = items.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard items[child].date < items[parent].date else { break }
+            items.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    /// Removes and returns the earliest, or nil when empty.
+    public mutating func popFirst() -> (date: Date, value: Value)? {
+        guard let first = items.first else { return nil }
+        let last = items.removeLast()
+        guard !items.isEmpty else { return first }
+        items[0] = last
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < items.count, items[left].date < items[smallest].date { smallest = left }
+            if right < items.count, items[right].date < items[smallest].date { smallest = right }
+            if smallest == parent { break }
+            items.swapAt(parent, smallest)
+            parent = smallest
+        }
+        return first
+    }
+
+    /// Removes and returns, earliest first, every value due at `now`.
+    public mutating func popDue(at now: Date) -> [(date: Date, value: Value)] {
+        var due: [(date: Date, value: Value)] = []
+        while let first, first.date <= now, let item = popFirst() { due.append(item) }
+        return due
+    }
+}
