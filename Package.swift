@@ -44,6 +44,7 @@ let package = Package(
         .target(
             name: "ProveSandbox",
             dependencies: [
+                "LinkRelayCore",
                 "ProveAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

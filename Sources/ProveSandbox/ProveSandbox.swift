@@ -1,4 +1,5 @@
 import Foundation
+import LinkRelayCore
 import ProveAPI
 
 /// A simulator of Prove's v3 sandbox: OAuth2 token, Unify (desktop Instant Link, customer-supplied possession)
@@ -544,10 +545,7 @@ public actor ProveSandbox {
 
     /// `bytes` random bytes in unpadded base64url.
     static func randomBase64URL(bytes: Int) -> String {
-        var generator = SystemRandomNumberGenerator()
-        var random = [UInt8]()
-        while random.count < bytes { withUnsafeBytes(of: generator.next()) { random.append(contentsOf: $0) } }
-        let urlSafe = Data(random.prefix(bytes)).base64EncodedString().utf8.compactMap { byte -> UInt8? in
+        let urlSafe = Data(Secrets.randomBytes(bytes)).base64EncodedString().utf8.compactMap { byte -> UInt8? in
             switch byte {
             case UInt8(ascii: "+"): UInt8(ascii: "-")
             case UInt8(ascii: "/"): UInt8(ascii: "_")
