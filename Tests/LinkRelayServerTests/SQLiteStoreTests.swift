@@ -19,14 +19,20 @@ struct SQLiteStoreTests {
         return session
     }
 
+    /// A new empty directory; the caller removes it.
+    static func temporaryDirectory() throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
     /// The verifier reads a session right after a landing committed its tap. SQLite lets statements
     /// that run at once on one connection share a read transaction, so a read that overlapped a
     /// longer one saw the row as it was before the commit: the verifier thought nothing was landed,
     /// and the session never got its result (2 of 15,000 in the benchmark).
     @Test("A read after a commit sees it, while other reads run at the same time")
     func readAfterCommit() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("relay.sqlite").path
         let writer = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
@@ -66,8 +72,7 @@ struct SQLiteStoreTests {
     /// Live sessions are read from memory, the others from the file: both must always show the last commit.
     @Test("Reads show the last commit: live, refused, ended, and after reopening the file")
     func readsShowTheLastCommit() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("relay.sqlite").path
         let created = Self.session(1)
@@ -112,8 +117,7 @@ extension SQLiteStoreTests {
     /// and events intact, and takes new writes.
     @Test("A schema-1 file is upgraded with its sessions and events")
     func upgradesSchemaOne() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("relay.sqlite").path
         var session = Self.session(7)
