@@ -115,7 +115,8 @@ public func buildLinkRelay(
         pages: .init(
             final: ByteBuffer(string: pages.html("final", ["rejected": false])),
             rejected: ByteBuffer(string: pages.html("final", ["rejected": true])),
-            busy: ByteBuffer(string: pages.html("error-busy")), headers: Pages.htmlHeaders()))
+            busy: ByteBuffer(string: pages.html("error-busy")), headers: Pages.htmlHeaders()),
+        strictTransportSecurity: strictTransportSecurity)
     let channels = ChannelServices(
         gate: ChannelGate(store: store, allowedOrigins: Set(configuration.allowedOrigins), logger: logger), hub: hub,
         store: store, clock: clock, metrics: metrics, limits: limits, landings: repeatLandings,
@@ -144,7 +145,7 @@ public func buildLinkRelay(
             RelayChildChannel(http1: HTTP1Channel(responder: responder), services: channels)
         },
         configuration: .init(
-            address: .hostname(configuration.host, port: configuration.port), serverName: "LinkRelay",
+            address: .hostname(configuration.host, port: configuration.port), serverName: RelayChildChannel.serverName,
             availableConnectionsDelegate: .maximum(configuration.maxConnections, logger: logger)),
         services: [
             Teardown(store: store, logger: logger),

@@ -46,10 +46,14 @@ final class RequestLimits: Sendable {
     }
 
     func client(peer: SocketAddress?, headers: HTTPFields) -> IPAddress? {
+        client(peer: peer, forwardedFor: headers[values: .init("X-Forwarded-For")!])
+    }
+
+    /// `forwardedFor`: the values of the request's `X-Forwarded-For` lines, in order.
+    func client(peer: SocketAddress?, forwardedFor: @autoclosure () -> [String]) -> IPAddress? {
         let peer = peer?.ipAddress.flatMap { IPAddress($0) }
         guard !trustedProxies.isEmpty else { return peer }
-        return ClientAddress.resolve(
-            peer: peer, forwardedFor: headers[values: .init("X-Forwarded-For")!], trustedProxies: trustedProxies)
+        return ClientAddress.resolve(peer: peer, forwardedFor: forwardedFor(), trustedProxies: trustedProxies)
     }
 
     private func ipKey(_ request: Request, _ context: RelayContext) -> String {

@@ -37,6 +37,9 @@ struct RelayChildChannel: ServerChildChannel {
         let channel: any Channel
     }
 
+    /// The `Server` header of every answer.
+    static let serverName = "LinkRelay"
+
     let http1: HTTP1Channel
     let services: ChannelServices
     var idleTimeout: TimeAmount = .seconds(75)
@@ -50,7 +53,8 @@ struct RelayChildChannel: ServerChildChannel {
                 withOutboundHeaderValidation: false, withEncoderConfiguration: .init(),
                 withDecoderLimitConfiguration: .init())
             try channel.pipeline.syncOperations.addHandlers([
-                IdleStateHandler(allTimeout: idleTimeout),
+                IdleStateHandler(readTimeout: idleTimeout),
+                RepeatLandingHandler(services: services),
                 HTTP1ToHTTPServerCodec(secure: false),
                 RelayConnectionHandler(services: services, http1: http1, logger: logger),
             ])
@@ -84,9 +88,8 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var handedToHummingbird = false
     /// Where the current request's body and end go.
     private var forwarding = false
-    /// A channel request, or a repeat landing's page, until the request's end arrives.
+    /// A channel request, until the request's end arrives.
     private var pending: (route: ChannelRoute, request: HTTPRequest)?
-    private var pendingLanding: (page: ByteBuffer, request: HTTPRequest)?
     private var open: OpenChannel?
     private var keepConnection = true
     /// Hummingbird is answering a request of this connection.
@@ -114,9 +117,10 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             context.close(promise: nil)
             return
         }
-        // Nothing read or written for the idle timeout: a connection between requests is closed.
+        // Nothing read for the idle timeout: a connection between requests is closed. (Only reads are
+        // watched: watching writes costs a promise and a callback for every write.)
         if event is IdleStateHandler.IdleStateEvent {
-            if open == nil, pending == nil, pendingLanding == nil, !hummingbirdAnswering { context.close(promise: nil) }
+            if open == nil, pending == nil, !hummingbirdAnswering { context.close(promise: nil) }
             return
         }
         context.fireUserInboundEventTriggered(event)
@@ -129,11 +133,6 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             if let route = ChannelRoute(method: request.method, target: request.path ?? "") {
                 forwarding = false
                 pending = (route, request)
-                return
-            }
-            if request.method == .get, let page = services.landings.page(target: request.path ?? "") {
-                forwarding = false
-                pendingLanding = (page, request)
                 return
             }
             forwarding = true
@@ -155,9 +154,6 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             } else if let (route, request) = pending {
                 pending = nil
                 admit(route, request, context)
-            } else if let (page, request) = pendingLanding {
-                pendingLanding = nil
-                answerRepeatLanding(page, request, context)
             }
         }
     }
@@ -293,6 +289,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
                 ], position: .after(self))
             pipeline.removeHandler(context: context, promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: HTTP1ToHTTPServerCodec.self), promise: nil)
+            pipeline.removeHandler(try pipeline.handler(type: RepeatLandingHandler.self), promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: IdleStateHandler.self), promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: HTTPServerProtocolErrorHandler.self), promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: HTTPServerPipelineHandler.self), promise: nil)
@@ -380,21 +377,6 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         finishAnswer(context)
     }
 
-    // MARK: repeat landings
-
-    /// The final page again, under the same limits as every landing (see `LandingController`).
-    private func answerRepeatLanding(_ page: ByteBuffer, _ request: HTTPRequest, _ context: ChannelHandlerContext) {
-        let landings = services.landings
-        let allowed = services.limits.allowLanding(linkKey: RepeatLandings.split(request.path ?? "")?.key ?? "") {
-            services.limits.client(peer: context.channel.remoteAddress, headers: request.headerFields)
-        }
-        guard allowed else {
-            return answer(.tooManyRequests, landings.pages.headers, landings.pages.busy, context)
-        }
-        services.metrics.landingRepeated()
-        answer(.ok, landings.pages.headers, page, context)
-    }
-
     // MARK: answers
 
     private func answer(_ problem: Problem, _ context: ChannelHandlerContext) {
@@ -429,10 +411,13 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 }
 
 extension ChannelServices {
-    /// The headers every answer carries, as `SecurityHeadersMiddleware` adds them to Hummingbird's.
+    /// The headers every answer carries: those `SecurityHeadersMiddleware` adds to Hummingbird's
+    /// answers, and the `Date` and `Server` Hummingbird adds.
     func secured(_ headers: HTTPFields) -> HTTPFields {
         var headers = headers
         SecurityHeadersMiddleware.add(to: &headers, strictTransportSecurity: strictTransportSecurity)
+        headers[.date] = HTTPDate.now()
+        headers[.server] = RelayChildChannel.serverName
         return headers
     }
 }
