@@ -27,7 +27,12 @@ public struct DeadlineHeap<Value> {
         let last = items.removeLast()
         guard !items.isEmpty else { return first }
         items[0] = last
-        var parent = 0
+        siftDown(0)
+        return first
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var parent = start
         while true {
             let left = 2 * parent + 1
             let right = left + 1
@@ -38,7 +43,14 @@ public struct DeadlineHeap<Value> {
             items.swapAt(parent, smallest)
             parent = smallest
         }
-        return first
+    }
+
+    /// Drops the entries `shouldRemove` picks, into storage sized for those left (an array keeps the
+    /// capacity of its largest size).
+    public mutating func removeAll(where shouldRemove: ((date: Date, value: Value)) -> Bool) {
+        items = items.filter { !shouldRemove($0) }
+        // Every parent, from the last one up, sinks to its place.
+        for parent in stride(from: items.count / 2 - 1, through: 0, by: -1) { siftDown(parent) }
     }
 
     /// Removes and returns, earliest first, every value due at `now`.

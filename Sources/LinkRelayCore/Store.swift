@@ -18,6 +18,12 @@ public protocol SessionStore: Sendable {
     func ping() async throws
     /// Releases the store's resources.
     func close() async throws
+    /// Gives back memory the store holds only to be faster (caches); called every half minute.
+    func releaseMemory() async
+}
+
+extension SessionStore {
+    public func releaseMemory() async {}
 }
 
 public enum StoreError: Error, Sendable, Equatable {

@@ -152,7 +152,11 @@ public func buildLinkRelay(
             Verifier(service: service),
             ExpirySweeper(service: service),
             ChannelHeartbeat(hub: hub, clock: clock),
-            MemoryTrim(),
+            MemoryTrim(release: {
+                await store.releaseMemory()
+                service.expiries.compact()
+                hub.compact()
+            }),
         ],
         onServerRunning: { channel in
             logger.notice(

@@ -106,6 +106,19 @@ final class ChannelHub: EventBus {
         for deliver in due { deliver(.tick(now)) }
     }
 
+    /// Drops the wake-ups of listeners that have gone or asked for another time, which would otherwise
+    /// stay until their time, and the room 15,000 channels took once.
+    func compact() {
+        state.withLock { state in
+            let sessions = state.sessions
+            state.wakes.removeAll { sessions[$0.value.sessionID]?[$0.value.id]?.wakeAt != $0.date }
+            state.sessions.releaseUnusedCapacity()
+        }
+    }
+
+    /// How many wake-ups are waiting, stale ones included.
+    var wakeCount: Int { state.withLock { $0.wakes.count } }
+
     fileprivate func setWake(sessionID: String, id: UInt64, at date: Date?) {
         state.withLock { state in
             guard state.sessions[sessionID]?[id] != nil else { return }

@@ -21,4 +21,33 @@ import Testing
         #expect(rest == rest.sorted() && rest.count == offsets.count - due.count)
         #expect(heap.popFirst() == nil)
     }
+
+    @Test func removingEntriesKeepsTheRestInDateOrder() {
+        var heap = DeadlineHeap<Int>()
+        let start = Date(timeIntervalSinceReferenceDate: 0)
+        for value in (0..<1000).shuffled() { heap.insert(value, at: start + Double(value)) }
+        heap.removeAll { $0.value % 3 != 0 }
+        var left: [Int] = []
+        while let item = heap.popFirst() { left.append(item.value) }
+        #expect(left == Array(stride(from: 0, to: 1000, by: 3)))
+
+        heap.insert(1, at: start)
+        heap.removeAll { _ in true }
+        #expect(heap.count == 0 && heap.first == nil)
+    }
+
+    @Test func aDictionaryGivesBackTheRoomItNoLongerUses() {
+        var dictionary = Dictionary(uniqueKeysWithValues: (0..<20_000).map { ("key\($0)", $0) })
+        let large = dictionary.capacity
+        for index in 100..<20_000 { dictionary["key\(index)"] = nil }
+        #expect(dictionary.capacity == large, "Swift keeps it")
+        dictionary.releaseUnusedCapacity()
+        #expect(dictionary.capacity < large / 16)
+        #expect(dictionary == Dictionary(uniqueKeysWithValues: (0..<100).map { ("key\($0)", $0) }))
+
+        var small = ["a": 1]
+        let room = small.capacity
+        small.releaseUnusedCapacity()
+        #expect(small.capacity == room, "small ones are left alone")
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LinkRelayCore
 import Testing
 
 @testable import LinkRelayServer
@@ -32,5 +33,38 @@ struct MemoryTrimTests {
         #expect(before - after > 16 * 1024, "at least half of the 32 MiB freed went back (\(before) → \(after) KiB)")
         for index in stride(from: 1, to: blocks.count, by: 2) { blocks[index].deallocate() }
         blocks = []
+    }
+
+    @Test("The expiry queue forgets sessions that ended: never due, and dropped by compact")
+    func expiryQueueCompaction() {
+        let queue = ExpiryQueue()
+        let start = Date(timeIntervalSinceReferenceDate: 0)
+        for index in 0..<100 { queue.schedule(sessionID: "ses_\(index)", at: start + Double(index)) }
+        for index in stride(from: 0, to: 100, by: 2) { queue.finished("ses_\(index)") }
+        queue.schedule(sessionID: "ses_1", at: start + 500)  // again, later: the first entry is stale
+        queue.compact()
+        #expect(queue.count == 50)
+        #expect(queue.due(at: start + 99) == stride(from: 3, to: 100, by: 2).map { "ses_\($0)" })
+        #expect(queue.due(at: start + 500) == ["ses_1"])
+        #expect(queue.count == 0)
+    }
+
+    @Test("The channel hub drops the wake-ups of channels that have gone")
+    func hubCompaction() {
+        let hub = ChannelHub()
+        let start = Date()
+        let ticks = Locked(0)
+        let listeners = (0..<100).map { index in
+            hub.listen(sessionID: "ses_\(index)", wakeAt: start + 10) { signal in
+                if case .tick = signal { ticks.withLock { $0 += 1 } }
+            }
+        }
+        for listener in listeners.dropFirst(10) { listener.finish() }
+        #expect(hub.wakeCount == 100)
+        hub.compact()
+        #expect(hub.wakeCount == 10)
+        hub.tick(now: start + 10)
+        #expect(ticks.withLock { $0 } == 10)
+        for listener in listeners.prefix(10) { listener.finish() }
     }
 }

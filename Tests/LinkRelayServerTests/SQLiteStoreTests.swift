@@ -183,4 +183,53 @@ extension SQLiteStoreTests {
         #expect(cache.entry(id: "ses_2")?.events == nil, "not inserted here: its earlier events are the file's")
         #expect(cache.entry(id: "ses_2")?.session.state == .expired)
     }
+
+    @Test("An ended session leaves the cache at the second release after it ended; live ones stay")
+    func cacheRelease() {
+        var cache = SessionCache(liveCapacity: 10, endedCapacity: 10)
+        let sessions = (0..<3).map { Self.session($0) }
+        for session in sessions {
+            cache.inserted(session, SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
+        }
+        func end(_ index: Int) {
+            var ended = sessions[index]
+            let event = ended.record(.expired, at: Date())
+            ended.version += 1
+            cache.updated(ended, appending: [event])
+        }
+        func cached() -> [Bool] {
+            sessions.map { cache.entry(id: $0.id) != nil && cache.entry(linkKey: $0.linkKey) != nil }
+        }
+
+        end(0)
+        cache.release()
+        #expect(cached() == [true, true, true], "ended just now: kept")
+        end(1)
+        cache.release()
+        #expect(cached() == [false, true, true])
+        cache.release()
+        #expect(cached() == [false, false, true], "the live one stays")
+        #expect(cache.entry(id: "ses_2")?.events?.count == 1)
+    }
+
+    @Test("releaseMemory keeps reads right: from memory, then from the file")
+    func releaseMemory() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("relay.sqlite").path
+        let store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        let session = Self.session(5)
+        let waiting = SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date())
+        try await store.insert(session, event: waiting)
+        var ended = session
+        let expired = ended.record(.expired, at: Date())
+        ended.version += 1
+        #expect(try await store.update(ended, expectedVersion: session.version, appending: [expired]))
+        for _ in 0..<3 {
+            await store.releaseMemory()
+            #expect(try await store.session(linkKey: session.linkKey)?.state == .expired)
+            #expect(try await store.events(sessionID: session.id, after: 0) == [waiting, expired])
+        }
+        try await store.close()
+    }
 }

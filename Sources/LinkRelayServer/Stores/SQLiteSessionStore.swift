@@ -1,6 +1,7 @@
 import Foundation
 import LinkRelayCore
 import Logging
+import NIOCore
 import SQLiteNIO
 
 /// Sessions in a SQLite file (WAL). A write commits before the relay announces it, so `kill -9`
@@ -15,7 +16,7 @@ import SQLiteNIO
 /// overlapped a longer one saw the data as it was before a commit that came first.
 ///
 /// Sessions are also kept in memory as last committed, with their events: every live one (waiting or
-/// tapped) and the last 2,048 that ended. So the reads of a landing, a verification and a channel (a
+/// tapped) and the last 2,048 that ended, for one to two rounds of `releaseMemory`. So the reads of a landing, a verification and a channel (a
 /// session by id or link key, and the events a long-poll asks for again) need neither SQL nor JSON.
 /// Only the writer fills that copy, after its commit and under the write lock, so it is never older
 /// than the file. Everything else is read from the file. The relay is the file's only writer.
@@ -183,6 +184,15 @@ final class SQLiteSessionStore: SessionStore {
         _ = try await read("SELECT 1")
     }
 
+    /// Drops the ended sessions kept since the last call, and gives back SQLite's page caches.
+    func releaseMemory() async {
+        cache.withLock { $0.release() }
+        _ = try? await writeLock.withLock { try await writer.query("PRAGMA shrink_memory") }
+        for reader in readers {
+            _ = try? await reader.lock.withLock { try await reader.connection.query("PRAGMA shrink_memory") }
+        }
+    }
+
     func close() async throws {
         for reader in readers { try await reader.connection.close() }
         try await writer.close()
@@ -212,7 +222,8 @@ final class SQLiteSessionStore: SessionStore {
 
 /// Sessions as last committed, by id and by link key, with their events when this process has seen all
 /// of them (it created the session): every live one (up to `liveCapacity`), and the `endedCapacity`
-/// that ended last, which a desktop's next long-poll and a phone's reload still ask about.
+/// that ended last, which a desktop's next long-poll and a phone's reload still ask about. Those are
+/// asked about within seconds: an ended session is dropped at the second `release()` after it ended.
 struct SessionCache {
     struct Entry {
         var session: Session
@@ -223,9 +234,9 @@ struct SessionCache {
     let endedCapacity: Int
     private var live: [String: Entry] = [:]
     private var ended: [String: Entry] = [:]
-    /// Ended ids in the order they ended, a ring whose oldest is at `oldestEnded`.
-    private var endedOrder: [String] = []
-    private var oldestEnded = 0
+    /// Ended ids in the order they ended; the first `releasable` were already there at the last `release()`.
+    private var endedOrder = CircularBuffer<String>()
+    private var releasable = 0
     private var idByLinkKey: [String: String] = [:]
 
     init(liveCapacity: Int, endedCapacity: Int) {
@@ -263,15 +274,25 @@ struct SessionCache {
         live[id] = nil
         idByLinkKey[entry.session.linkKey] = id
         guard ended.updateValue(entry, forKey: id) == nil else { return }
-        if endedOrder.count < endedCapacity {
-            endedOrder.append(id)
-        } else {
-            if let evicted = ended.removeValue(forKey: endedOrder[oldestEnded]) {
-                idByLinkKey[evicted.session.linkKey] = nil
-            }
-            endedOrder[oldestEnded] = id
-            oldestEnded = (oldestEnded + 1) % endedCapacity
+        endedOrder.append(id)
+        if endedOrder.count > endedCapacity { dropOldestEnded() }
+    }
+
+    /// Drops the ended sessions that were already kept at the last call, and the room that sessions
+    /// no longer kept took.
+    mutating func release() {
+        for _ in 0..<releasable { dropOldestEnded() }
+        releasable = endedOrder.count
+        live.releaseUnusedCapacity()
+        ended.releaseUnusedCapacity()
+        idByLinkKey.releaseUnusedCapacity()
+    }
+
+    private mutating func dropOldestEnded() {
+        if let evicted = ended.removeValue(forKey: endedOrder.removeFirst()) {
+            idByLinkKey[evicted.session.linkKey] = nil
         }
+        releasable = max(0, releasable - 1)
     }
 }
 
