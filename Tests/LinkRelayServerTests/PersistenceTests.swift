@@ -7,7 +7,7 @@ import Testing
 @testable import LinkRelayServer
 
 /// A real `linkrelay` process on SQLite, killed with SIGKILL between create and tap.
-@Suite("Persistence")
+@Suite("Persistence", .timeLimit(.minutes(2)))
 struct PersistenceTests {
     /// A child process whose standard error is read line by line.
     final class Child: Sendable {
@@ -54,8 +54,17 @@ struct PersistenceTests {
         }
 
         /// Returns once the process has exited (the blocking wait runs on a thread of its own).
+        ///
+        /// `waitid` with `WNOWAIT` asks the kernel and leaves the child for Foundation to reap.
+        /// `Process.waitUntilExit` learns of an exit from a socket the child holds, which a child
+        /// started meanwhile by another test can inherit too; the wait then lasts until that one ends
+        /// (swift-corelibs-foundation#4795).
         func exited() async {
-            _ = try? await onOwnThread { self.process.waitUntilExit() }
+            let pid = id_t(process.processIdentifier)
+            _ = try? await onOwnThread {
+                var info = siginfo_t()
+                while waitid(P_PID, pid, &info, WEXITED | WNOWAIT) == -1, errno == EINTR {}
+            }
         }
 
         func kill() async {
