@@ -59,7 +59,7 @@ for transport in longpoll ws sse; do
     idle_kib=$(rss_kib "$relay_pid")
     # waiters.py exits 1 when a waiter failed; its JSON line still counts (the table shows the failures).
     result=$(python3 "$root/Benchmarks/waiters.py" --target relay --transport "$transport" --n "$N" --rate "$RATE" \
-        --open-rate 3000 --end-settle 35 --base "http://127.0.0.1:$port" --api-key "$key" --pids "$relay_pid" \
+        --open-rate 3000 --end-settle 65 --base "http://127.0.0.1:$port" --api-key "$key" --pids "$relay_pid" \
         2>>"$out/waiters.err" | tail -1) || true
     echo "${result:-{\}}" |
         python3 -c "import json,sys; r=json.load(sys.stdin); r.update(transport='$transport', startup_ms=$startup_ms, idle_kib=$idle_kib); print(json.dumps(r))" \
@@ -94,7 +94,7 @@ relay_pid=$!
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.005; done
 sleep 1
 soak=$(cd "$root/Benchmarks" && python3 soak.py --sessions "$SOAK" --base "http://127.0.0.1:$port" \
-    --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" --pid "$relay_pid" --settle 35 | tail -1) || true
+    --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" --pid "$relay_pid" --settle 65 | tail -1) || true
 stop_relay
 kill "$sandbox_pid" 2>/dev/null || true
 echo "${soak:-{\}}" >"$out/soak.json"
