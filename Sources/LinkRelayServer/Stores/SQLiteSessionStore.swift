@@ -16,8 +16,9 @@ import SQLiteNIO
 /// overlapped a longer one saw the data as it was before a commit that came first.
 ///
 /// Sessions are also kept in memory as last committed, with their events: every live one (waiting or
-/// tapped) and the last 2,048 that ended, for one to two rounds of `releaseMemory`. So the reads of a landing, a verification and a channel (a
-/// session by id or link key, and the events a long-poll asks for again) need neither SQL nor JSON.
+/// tapped) and the last 2,048 that ended, for one to two rounds of `releaseMemory`. So the reads of a
+/// landing, a verification and a channel (a session by id or link key, and the events a long-poll asks
+/// for again) need neither SQL nor JSON.
 /// Only the writer fills that copy, after its commit and under the write lock, so it is never older
 /// than the file. Everything else is read from the file. The relay is the file's only writer.
 final class SQLiteSessionStore: SessionStore {
