@@ -48,8 +48,8 @@ final class RepeatLandings: Sendable {
 
     private struct Table {
         var entries: [String: Entry] = [:]
-        var order: [String] = []
-        var oldest = 0
+        /// Link keys in the order they were first kept.
+        var order = CircularBuffer<String>()
     }
 
     let final: Answer
@@ -74,13 +74,8 @@ final class RepeatLandings: Sendable {
         let entry = Entry(authIds: Set(session.seenAuthIds), rejected: session.state == .cancelled)
         table.withLock { table in
             if table.entries.updateValue(entry, forKey: session.linkKey) != nil { return }
-            if table.order.count < capacity {
-                table.order.append(session.linkKey)
-            } else {
-                table.entries[table.order[table.oldest]] = nil
-                table.order[table.oldest] = session.linkKey
-                table.oldest = (table.oldest + 1) % capacity
-            }
+            table.order.append(session.linkKey)
+            if table.order.count > capacity { table.entries[table.order.removeFirst()] = nil }
         }
     }
 
