@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Dispatch
 import Foundation
+import LinkRelayCore
 import Logging
 import NIOCore
 import NIOWebSocket
@@ -96,21 +97,34 @@ struct RawWebSocket {
     var upgraded: Bool
     var events: [WireEvent] = []
     var closeCode: Int?
+    /// The opcode of every frame the server sent, in order.
+    var opcodes: [UInt8] = []
 
     /// The handshake's response head, as text.
     var head = ""
 
     /// Opens `url`, sends `frames` (raw bytes, see `clientFrame`) straight after the handshake, and
-    /// reads until the server's close frame (or until the server closes the connection).
-    static func open(_ url: String, headers: String = "", frames: [UInt8] = []) async throws -> RawWebSocket {
+    /// reads until the server's close frame (or until the server closes the connection). `onFrame`
+    /// hears the opcode of each frame as it arrives. The client never answers a ping.
+    static func open(
+        _ url: String, headers: String = "", frames: [UInt8] = [],
+        onFrame: @escaping @Sendable (UInt8) -> Void = { _ in }
+    ) async throws -> RawWebSocket {
         let components = try #require(URLComponents(string: url))
         let port = try #require(components.port)
         let target = components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
         let handshake =
             "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
             + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\(headers)\r\n"
+        let heard = Locked(0)
         let bytes = try await rawExchangeBytes(port: port, Array(handshake.utf8) + frames) { received in
-            (try? RawWebSocket(bytes: received))?.closeCode != nil
+            guard let socket = try? RawWebSocket(bytes: received) else { return false }
+            let new = heard.withLock { count in
+                defer { count = socket.opcodes.count }
+                return socket.opcodes.dropFirst(count)
+            }
+            for opcode in new { onFrame(opcode) }
+            return socket.closeCode != nil
         }
         return try RawWebSocket(bytes: bytes)
     }
@@ -145,6 +159,7 @@ struct RawWebSocket {
             guard index + length <= bytes.count else { break }
             let payload = Array(bytes[index..<index + length])
             index += length
+            opcodes.append(opcode)
             switch opcode {
             case 0x1: events.append(try JSONDecoder().decode(WireEvent.self, from: Data(payload)))
             case 0x8 where payload.count >= 2: closeCode = Int(payload[0]) << 8 | Int(payload[1])

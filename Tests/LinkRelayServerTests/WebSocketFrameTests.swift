@@ -1,4 +1,5 @@
 import Foundation
+import LinkRelayCore
 import Testing
 
 /// A desktop's WebSocket is held to the relay's caps: every bad frame kind gets its own close code.
@@ -47,6 +48,29 @@ struct WebSocketFrameTests {
                 frames: RawWebSocket.clientFrame(opcode: Self.text, Array("{\"hello\":1}".utf8)))
             #expect(socket.events.map(\.type) == ["waiting", "cancelled"])
             #expect(socket.closeCode == 1000)
+        }
+    }
+
+    @Test("A desktop that leaves a ping unanswered until the next one is closed with 1001")
+    func unansweredPing() async throws {
+        let clock = ManualClock()
+        try await TestRelay.run(clock: clock) { relay in
+            let created = try await relay.createSession()
+            let (arrivals, arrived) = AsyncStream<UInt8>.makeStream()
+            async let socket = RawWebSocket.open(
+                created.channel.websocket + "?token=\(created.channel.token)", onFrame: { arrived.yield($0) })
+            var opcodes = arrivals.makeAsyncIterator()
+            #expect(await opcodes.next() == Self.text, "the waiting event: the channel is listening")
+            // The expiry sweeper and the channel heartbeat wait on the clock; 20 s is the ping interval.
+            await clock.waitForSleepers(2)
+            clock.advance(by: 20)
+            #expect(await opcodes.next() == Self.ping, "a ping, which this client never answers")
+            await clock.waitForSleepers(2)
+            clock.advance(by: 20)
+            let closed = try await socket
+            #expect(closed.closeCode == 1001)
+            #expect(closed.opcodes == [Self.text, Self.ping, 0x8])
+            #expect(try await relay.session(created.sessionId).state == "waiting", "the session goes on")
         }
     }
 
