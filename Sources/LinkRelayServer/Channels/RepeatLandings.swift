@@ -109,10 +109,9 @@ final class RepeatLandingHandler: ChannelInboundHandler, RemovableChannelHandler
     typealias OutboundOut = HTTPServerResponsePart
 
     private let services: ChannelServices
-    /// A repeat landing's answer and whether the connection stays open, until the request's end arrives.
+    /// A repeat landing's answer and whether the connection stays open, until the request's end
+    /// arrives. While there is none, the request is someone else's and its parts go on.
     private var pending: (answer: RepeatLandings.Answer, keepAlive: Bool)?
-    /// The current request is someone else's: its parts go on.
-    private var passing = true
 
     init(services: ChannelServices) {
         self.services = services
@@ -122,21 +121,16 @@ final class RepeatLandingHandler: ChannelInboundHandler, RemovableChannelHandler
         switch unwrapInboundIn(data) {
         case .head(let head):
             if head.method == .GET, let (answer, key) = services.landings.answer(target: head.uri) {
-                passing = false
                 pending = (allowed(key, head, context) ? answer : services.landings.busy, head.isKeepAlive)
             } else {
-                passing = true
                 context.fireChannelRead(data)
             }
         case .body:
-            if passing { context.fireChannelRead(data) }
+            if pending == nil { context.fireChannelRead(data) }
         case .end:
-            if passing {
-                context.fireChannelRead(data)
-            } else if let (answer, keepAlive) = pending {
-                pending = nil
-                respond(answer, keepAlive: keepAlive, context)
-            }
+            guard let (answer, keepAlive) = pending else { return context.fireChannelRead(data) }
+            pending = nil
+            respond(answer, keepAlive: keepAlive, context)
         }
     }
 
