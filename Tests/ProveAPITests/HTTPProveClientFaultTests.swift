@@ -64,13 +64,15 @@ import Testing
     }
 
     @Test func retryAfterBeyondTheDeadlineGivesUpWithoutSleeping() async throws {
-        let server = ScriptedProve([.respond(status: 429, retryAfter: "30", body: "")])
+        // The deadline is far enough away that a loaded machine still makes the first attempt, and
+        // Retry-After is further still.
+        let server = ScriptedProve([.respond(status: 429, retryAfter: "3600", body: "")])
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
             try await withHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect {
-                    try await client.unifyStatus(.init(correlationId: "c-1"), deadline: deadline(5))
+                    try await client.unifyStatus(.init(correlationId: "c-1"), deadline: deadline(120))
                 } throws: { error in
                     guard case ProveClientError.unavailable = error else { return false }
                     return true
