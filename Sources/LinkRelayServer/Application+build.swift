@@ -51,6 +51,7 @@ public func buildLinkRelay(
     switch configuration.store {
     case .memory: store = MemorySessionStore()
     case .sqlite(let path): store = try await SQLiteSessionStore.open(path: path, logger: logger)
+    case .postgres(let url): store = try await PostgresSessionStore.open(url: url, logger: logger)
     }
 
     let metrics = RelayMetrics()
@@ -137,6 +138,12 @@ public func buildLinkRelay(
         router.get("/") { _, _ in pages.render("demo") }
     }
 
+    // With PostgreSQL, other instances' writes reach this instance's channels through the listener.
+    var instanceBus: [any Service] = []
+    if case .postgres(let url) = configuration.store {
+        instanceBus.append(PostgresListener(url: url, hub: hub, logger: logger))
+    }
+
     let (running, runningContinuation) = AsyncStream<Void>.makeStream()
     let mode = sandbox == nil ? "prove" : "SANDBOX (simulated Prove)"
     let application = Application(
@@ -157,7 +164,7 @@ public func buildLinkRelay(
                 service.expiries.compact()
                 hub.compact()
             }),
-        ],
+        ] + instanceBus,
         onServerRunning: { channel in
             logger.notice(
                 "LinkRelay listening",

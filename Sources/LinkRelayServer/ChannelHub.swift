@@ -6,6 +6,8 @@ import ServiceLifecycle
 enum ChannelSignal: Sendable {
     /// New events of its session (already stored).
     case events([SessionEvent])
+    /// Another instance stored events of the session, up to this seq, or may have (nil): read the store.
+    case changed(upTo: Int?)
     /// The moment it asked to be woken at has come (a keep-alive or a long-poll timeout is due).
     case tick(Date)
     /// The relay is shutting down: end the channel so that the client reconnects (to this instance
@@ -91,6 +93,19 @@ final class ChannelHub: EventBus {
         guard !events.isEmpty else { return }
         let listeners = state.withLock { state in state.sessions[sessionID]?.values.map(\.deliver) ?? [] }
         for deliver in listeners { deliver(.events(events)) }
+    }
+
+    /// Another instance stored events of `sessionID`, the last one `seq`.
+    func changed(sessionID: String, upTo seq: Int) {
+        let listeners = state.withLock { state in state.sessions[sessionID]?.values.map(\.deliver) ?? [] }
+        for deliver in listeners { deliver(.changed(upTo: seq)) }
+    }
+
+    /// Wake-ups from other instances may have been missed (the listen connection was down): every
+    /// listener reads its session's events from the store again.
+    func changedAll() {
+        let all = state.withLock { state in state.sessions.values.flatMap { $0.values.map(\.deliver) } }
+        for deliver in all { deliver(.changed(upTo: nil)) }
     }
 
     /// Wakes every listener whose wake time has come; each must set a new one to be woken again.

@@ -14,6 +14,7 @@ public struct RelayConfiguration: Sendable {
     public enum Store: Sendable, Equatable {
         case memory
         case sqlite(path: String)
+        case postgres(PostgresURL)
     }
 
     public enum Prove: Sendable {
@@ -120,8 +121,7 @@ public struct RelayConfiguration: Sendable {
             } else if store.hasPrefix("sqlite:"), store.count > 7 {
                 config.store = .sqlite(path: String(store.dropFirst(7)))
             } else if store.hasPrefix("postgres://") || store.hasPrefix("postgresql://") {
-                throw ConfigurationError(
-                    "--store: PostgreSQL is not available in this build yet; use memory or sqlite:PATH")
+                config.store = .postgres(try PostgresURL(store))
             } else {
                 throw ConfigurationError("--store: \"\(store)\" is not memory, sqlite:PATH or postgres://...")
             }

@@ -234,6 +234,7 @@ struct ConfigurationTests {
         .init(flags: ["hold": ["1.5"]], names: "--hold"),
         .init(flags: ["store": ["mysql://x"]], names: "--store"),
         .init(flags: ["store": ["postgres://x"]], names: "--store"),
+        .init(flags: ["store": ["postgres://user@host/db?sslmode=allow"]], names: "--store"),
         .init(flags: ["store": ["sqlite:"]], names: "--store"),
         .init(flags: ["prove": ["nonsense"]], names: "--prove"),
         .init(flags: ["prove": ["uat"]], names: "--prove"),
@@ -262,13 +263,40 @@ struct ConfigurationTests {
         }
     }
 
-    @Test("PostgreSQL is refused as not yet available, not as a malformed store")
-    func postgresNotYet() {
-        #expect(throws: ConfigurationError.self) { try resolve(["store": ["postgres://db/linkrelay"]]) }
+    @Test("A PostgreSQL URL gives the server, the account, the database and the TLS mode")
+    func postgresURL() throws {
+        let full = try resolve(["store": ["postgresql://relay:pa%40ss@db.internal:6543/linkrelay?sslmode=require"]])
+        #expect(
+            full.store
+                == .postgres(
+                    try PostgresURL("postgres://relay:pa%40ss@db.internal:6543/linkrelay?sslmode=require")))
+        guard case .postgres(let url) = full.store else { return }
+        #expect(url.host == "db.internal")
+        #expect(url.port == 6543)
+        #expect(url.username == "relay")
+        #expect(url.password == "pa@ss")
+        #expect(url.database == "linkrelay")
+        #expect(url.tls == .require)
+
+        let short = try PostgresURL("postgres://relay@127.0.0.1/linkrelay")
+        #expect(short.port == 5432)
+        #expect(short.password == nil)
+        #expect(short.tls == .prefer)
+    }
+
+    @Test(
+        "A bad PostgreSQL URL names --store and never echoes the password",
+        arguments: [
+            "postgres://db.internal/linkrelay", "postgres://relay:s3cr3t@/linkrelay",
+            "postgres://relay:s3cr3t@db/linkrelay?sslmode=sometimes",
+        ])
+    func badPostgresURL(_ url: String) {
         do {
-            _ = try resolve(["store": ["postgres://db/linkrelay"]])
+            _ = try resolve(["store": [url]])
+            Issue.record("resolved")
         } catch {
-            #expect(error.description.lowercased().contains("not available"), "\(error)")
+            #expect(error.description.contains("--store"))
+            #expect(!error.description.contains("s3cr3t"))
         }
     }
 

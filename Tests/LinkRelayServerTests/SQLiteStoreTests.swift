@@ -8,7 +8,7 @@ import Testing
 
 @Suite("SQLite store")
 struct SQLiteStoreTests {
-    private static func session(_ index: Int) -> Session {
+    static func session(_ index: Int) -> Session {
         let now = Date()
         var session = Session(
             id: "ses_\(index)", linkKey: "key\(index)", channelToken: "token", createdAt: now,

@@ -76,6 +76,8 @@ final class ChannelFeed {
             onStep?(.tick(now))
         case .shutdown:
             onStep?(.shutdown)
+        case .changed(let seq):
+            if seq.map({ $0 > cursor }) ?? true { readStore() }
         case .events(let events):
             let fresh = events.filter { $0.seq > cursor }
             guard let first = fresh.first, let last = fresh.last else { return }

@@ -1,0 +1,266 @@
+import Foundation
+import LinkRelayCore
+import Logging
+import NIOSSL
+import PostgresNIO
+
+/// Sessions in PostgreSQL, shared by every instance that names the same database.
+///
+/// Every write is one statement, so PostgreSQL commits it whole, and nothing is announced before that
+/// commit. A write that adds events also sends `NOTIFY linkrelay, '<session id> <last seq>'` inside
+/// the same statement: PostgreSQL delivers it only once the write has committed, and never for a
+/// write that did not. `PostgresListener` turns those into wake-ups for this instance's channels.
+///
+/// Nothing is cached: another instance may change a session at any moment, and the version check of
+/// `update` is what makes a change happen once across instances.
+final class PostgresSessionStore: SessionStore {
+    /// The channel of the wake-ups.
+    static let channel = "linkrelay"
+
+    let url: PostgresURL
+    private let client: PostgresClient
+    /// The pool's `run()`, for as long as the store is open.
+    private let running: Task<Void, Never>
+    private let logger: Logger
+    private let decoder = JSONDecoder()
+
+    private init(url: PostgresURL, logger: Logger) {
+        self.url = url
+        self.client = PostgresClient(configuration: url.clientConfiguration, backgroundLogger: logger)
+        self.running = Task { [client] in await client.run() }
+        self.logger = logger
+    }
+
+    /// Connects and brings the schema up to date; throws when the database cannot be reached.
+    static func open(url: PostgresURL, logger: Logger) async throws -> PostgresSessionStore {
+        let store = PostgresSessionStore(url: url, logger: logger)
+        do {
+            try await withTimeLimit(.seconds(10)) { try await store.migrate() }
+        } catch {
+            store.running.cancel()
+            throw error
+        }
+        return store
+    }
+
+    /// The schema's versions, in order: each brings the database from the one before.
+    static let migrations: [[String]] = [
+        [
+            """
+            CREATE TABLE linkrelay_sessions (
+                id text PRIMARY KEY, link_key text NOT NULL UNIQUE, idempotency_key text UNIQUE,
+                state text NOT NULL, version integer NOT NULL, expires_at timestamptz NOT NULL, data text NOT NULL)
+            """,
+            """
+            CREATE INDEX linkrelay_sessions_live ON linkrelay_sessions (expires_at)
+            WHERE state IN ('waiting', 'tapped')
+            """,
+            """
+            CREATE TABLE linkrelay_events (
+                session_id text NOT NULL REFERENCES linkrelay_sessions (id) ON DELETE CASCADE,
+                seq integer NOT NULL, data text NOT NULL, PRIMARY KEY (session_id, seq))
+            """,
+        ]
+    ]
+
+    static var schemaVersion: Int { migrations.count }
+
+    /// Creates or upgrades the schema. Instances starting at once take turns on an advisory lock, so
+    /// each version is applied once; safe to run on every start.
+    private func migrate() async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            // Any fixed number works: it names this lock among the database's advisory locks.
+            _ = try await connection.query("SELECT pg_advisory_xact_lock(7141720230)", logger: logger).collect()
+            _ = try await connection.query(
+                "CREATE TABLE IF NOT EXISTS linkrelay_schema (version integer NOT NULL)", logger: logger
+            ).collect()
+            var current = 0
+            for try await (version) in try await connection.query(
+                "SELECT coalesce(max(version), 0) FROM linkrelay_schema", logger: logger
+            ).decode(Int.self) {
+                current = version
+            }
+            for (index, statements) in Self.migrations.enumerated() where index + 1 > current {
+                for statement in statements {
+                    _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
+                }
+                _ = try await connection.query(
+                    "INSERT INTO linkrelay_schema (version) VALUES (\(index + 1))", logger: logger
+                ).collect()
+            }
+        }
+    }
+
+    func insert(_ session: Session, event: SessionEvent) async throws {
+        let sessionData = String(decoding: session.storedJSON, as: UTF8.self)
+        let eventData = String(decoding: event.storedJSON, as: UTF8.self)
+        do {
+            // A statement's error arrives with its rows: reading them is what waits for the commit.
+            _ = try await client.query(
+                """
+                WITH s AS (
+                    INSERT INTO linkrelay_sessions (id, link_key, idempotency_key, state, version, expires_at, data)
+                    VALUES (\(session.id), \(session.linkKey), \(session.idempotencyKey), \(session.state.rawValue),
+                        \(session.version), \(session.expiresAt), \(sessionData))
+                    RETURNING id),
+                e AS (INSERT INTO linkrelay_events (session_id, seq, data) SELECT id, \(event.seq), \(eventData) FROM s)
+                SELECT pg_notify('\(unescaped: Self.channel)', id || ' ' || \(String(event.seq))) FROM s
+                """,
+                logger: logger
+            ).collect()
+        } catch let error as PSQLError
+            where error.serverInfo?[.sqlState] == "23505"
+            && error.serverInfo?[.constraintName]?.contains("idempotency") == true
+        {
+            throw StoreError.duplicateIdempotencyKey
+        }
+    }
+
+    func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool {
+        let sessionData = String(decoding: session.storedJSON, as: UTF8.self)
+        let seqs = events.map(\.seq)
+        let data = events.map { String(decoding: $0.storedJSON, as: UTF8.self) }
+        let rows = try await client.query(
+            """
+            WITH s AS (
+                UPDATE linkrelay_sessions SET state = \(session.state.rawValue), version = \(session.version),
+                    expires_at = \(session.expiresAt), data = \(sessionData)
+                WHERE id = \(session.id) AND version = \(expectedVersion)
+                RETURNING id),
+            e AS (
+                INSERT INTO linkrelay_events (session_id, seq, data)
+                SELECT s.id, x.seq, x.data FROM s, unnest(\(seqs)::int8[], \(data)::text[]) AS x (seq, data))
+            SELECT (SELECT pg_notify('\(unescaped: Self.channel)', s.id || ' ' || \(String(seqs.last ?? 0)))
+                WHERE \(!events.isEmpty))
+            FROM s
+            """,
+            logger: logger
+        ).collect()
+        return rows.count == 1
+    }
+
+    func session(id: String) async throws -> Session? {
+        try await oneSession("SELECT data FROM linkrelay_sessions WHERE id = \(id)")
+    }
+
+    func session(linkKey: String) async throws -> Session? {
+        try await oneSession("SELECT data FROM linkrelay_sessions WHERE link_key = \(linkKey)")
+    }
+
+    func session(idempotencyKey: String) async throws -> Session? {
+        try await oneSession("SELECT data FROM linkrelay_sessions WHERE idempotency_key = \(idempotencyKey)")
+    }
+
+    func events(sessionID: String, after: Int) async throws -> [SessionEvent] {
+        try await decodeAll(
+            SessionEvent.self,
+            "SELECT data FROM linkrelay_events WHERE session_id = \(sessionID) AND seq > \(after) ORDER BY seq")
+    }
+
+    func activeSessions() async throws -> [Session] {
+        try await decodeAll(Session.self, "SELECT data FROM linkrelay_sessions WHERE state IN ('waiting', 'tapped')")
+    }
+
+    /// The pool keeps retrying while the server is down, and a request waits meanwhile: `/readyz`
+    /// must answer sooner than that.
+    func ping() async throws {
+        try await withTimeLimit(.seconds(2)) { [client, logger] in
+            _ = try await client.query("SELECT 1", logger: logger).collect()
+        }
+    }
+
+    func close() async throws {
+        running.cancel()
+        await running.value
+    }
+
+    private func oneSession(_ query: PostgresQuery) async throws -> Session? {
+        try await decodeAll(Session.self, query).first
+    }
+
+    private func decodeAll<T: Decodable>(_ type: T.Type, _ query: PostgresQuery) async throws -> [T] {
+        var values: [T] = []
+        for try await data in try await client.query(query, logger: logger).decode(String.self) {
+            values.append(try decoder.decode(type, from: Data(data.utf8)))
+        }
+        return values
+    }
+}
+
+/// Where the PostgreSQL store is: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE]`
+/// (also `postgresql://`), where MODE is `disable`, `prefer` (the default) or `require`.
+public struct PostgresURL: Sendable, Equatable {
+    public enum TLSMode: String, Sendable { case disable, prefer, require }
+
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String?
+    public var tls: TLSMode
+
+    public init(_ url: String) throws(ConfigurationError) {
+        guard let parts = URLComponents(string: url), parts.scheme == "postgres" || parts.scheme == "postgresql",
+            let host = parts.host, !host.isEmpty, let user = parts.user, !user.isEmpty
+        else {
+            throw ConfigurationError(
+                "--store: a PostgreSQL URL looks like postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable]"
+            )
+        }
+        let mode = parts.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer"
+        guard let tls = TLSMode(rawValue: mode) else {
+            throw ConfigurationError("--store: sslmode \"\(mode)\" is not disable, prefer or require")
+        }
+        let database = parts.path.hasPrefix("/") ? String(parts.path.dropFirst()) : parts.path
+        (self.host, self.port, self.username, self.password) = (host, parts.port ?? 5432, user, parts.password)
+        (self.database, self.tls) = (database.isEmpty ? nil : database, tls)
+    }
+
+    /// For the pool of the store.
+    var clientConfiguration: PostgresClient.Configuration {
+        let tls: PostgresClient.Configuration.TLS
+        switch self.tls {
+        case .disable: tls = .disable
+        case .prefer: tls = .prefer(.makeClientConfiguration())
+        case .require: tls = .require(.makeClientConfiguration())
+        }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.connectTimeout = .seconds(3)
+        return configuration
+    }
+
+    /// For a connection of its own (the listener's).
+    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        let tls: PostgresConnection.Configuration.TLS
+        switch self.tls {
+        case .disable: tls = .disable
+        case .prefer: tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        case .require: tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        }
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.connectTimeout = .seconds(3)
+        return configuration
+    }
+}
+
+struct StoreUnreachable: Error, CustomStringConvertible {
+    var description: String { "the store did not answer in time" }
+}
+
+/// Runs `body`, cancelling it and throwing `StoreUnreachable` once `limit` has passed.
+private func withTimeLimit<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T)
+    async throws -> T
+{
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            throw StoreUnreachable()
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next() else { throw StoreUnreachable() }
+        return first
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import LinkRelayCore
+import Logging
+import PostgresNIO
+import Testing
+
+@testable import LinkRelayServer
+
+/// The PostgreSQL server the tests may use: `LINKRELAY_TEST_POSTGRES_URL` (`.ci/run` starts one with
+/// `scripts/postgres-cluster.sh`). Each test gets a database of its own.
+enum TestPostgres {
+    static let url = ProcessInfo.processInfo.environment["LINKRELAY_TEST_POSTGRES_URL"]
+    static var available: Bool { url != nil }
+
+    /// A new empty database on the test server, as a `postgres://` URL.
+    static func createDatabase() async throws -> String {
+        let base = try #require(url)
+        let name = "linkrelay_" + Secrets.token(length: 12).lowercased()
+        try await withConnection(base) { connection in
+            try await connection.query("CREATE DATABASE \(unescaped: name)", logger: logger)
+        }
+        var parts = try #require(URLComponents(string: base))
+        parts.path = "/" + name
+        return try #require(parts.string)
+    }
+
+    static func withConnection<T>(_ url: String, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        let connection = try await PostgresConnection.connect(
+            configuration: try PostgresURL(url).connectionConfiguration(), id: 1, logger: logger)
+        do {
+            let value = try await body(connection)
+            try await connection.close()
+            return value
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    static let logger = Logger(label: "test.postgres")
+}
+
+@Suite(
+    "PostgreSQL store", .enabled(if: TestPostgres.available, "LINKRELAY_TEST_POSTGRES_URL is not set"),
+    .timeLimit(.minutes(2)))
+struct PostgresStoreTests {
+    static func open(_ url: String) async throws -> PostgresSessionStore {
+        try await PostgresSessionStore.open(url: try PostgresURL(url), logger: TestPostgres.logger)
+    }
+
+    /// A new waiting session and its first event.
+    static func waiting(_ index: Int) -> (Session, SessionEvent) {
+        let session = SQLiteStoreTests.session(index)
+        return (session, SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: session.createdAt))
+    }
+
+    @Test("Sessions and events round-trip; a stale version and a taken Idempotency-Key change nothing")
+    func roundTrip() async throws {
+        let store = try await Self.open(try await TestPostgres.createDatabase())
+        var (session, waiting) = Self.waiting(1)
+        session.idempotencyKey = "idem-1"
+        try await store.insert(session, event: waiting)
+        #expect(try await store.session(id: "ses_1") == session)
+        #expect(try await store.session(linkKey: "key1") == session)
+        #expect(try await store.session(idempotencyKey: "idem-1") == session)
+        #expect(try await store.session(id: "ses_2") == nil)
+
+        var (taken, takenEvent) = Self.waiting(2)
+        taken.idempotencyKey = "idem-1"
+        await #expect(throws: StoreError.duplicateIdempotencyKey) { try await store.insert(taken, event: takenEvent) }
+        #expect(try await store.session(id: "ses_2") == nil)
+
+        var tapped = session
+        let event = tapped.record(.tapped(asc: true), at: Date())
+        tapped.version += 1
+        #expect(try await store.update(tapped, expectedVersion: session.version, appending: [event]))
+        #expect(try await !store.update(tapped, expectedVersion: session.version, appending: [event]))
+        #expect(try await store.session(id: "ses_1") == tapped)
+        #expect(try await store.events(sessionID: "ses_1", after: 0) == [waiting, event])
+        #expect(try await store.events(sessionID: "ses_1", after: 1) == [event])
+        #expect(try await store.activeSessions().map(\.id) == ["ses_1"])
+
+        var ended = tapped
+        let cancelled = ended.record(.cancelled(), at: Date())
+        ended.version += 1
+        #expect(try await store.update(ended, expectedVersion: tapped.version, appending: [cancelled]))
+        #expect(try await store.activeSessions().isEmpty)
+        try await store.close()
+    }
+
+    @Test("Instances starting at once apply each schema version once, and a restart applies none")
+    func migrationsOnce() async throws {
+        let url = try await TestPostgres.createDatabase()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<3 { group.addTask { try await Self.open(url).close() } }
+            try await group.waitForAll()
+        }
+        try await Self.open(url).close()
+        let versions = try await TestPostgres.withConnection(url) { connection in
+            var versions: [Int] = []
+            for try await version in try await connection.query(
+                "SELECT version FROM linkrelay_schema ORDER BY version", logger: TestPostgres.logger
+            ).decode(Int.self) {
+                versions.append(version)
+            }
+            return versions
+        }
+        #expect(versions == Array(1...PostgresSessionStore.schemaVersion))
+    }
+
+    @Test("A write with events notifies its session id and last seq once committed; a refused one does not")
+    func notifiesCommittedWrites() async throws {
+        let url = try await TestPostgres.createDatabase()
+        let store = try await Self.open(url)
+        try await TestPostgres.withConnection(url) { listener in
+            try await listener.listen(on: PostgresSessionStore.channel) { notifications in
+                var iterator = notifications.makeAsyncIterator()
+                let (session, waiting) = Self.waiting(1)
+                try await store.insert(session, event: waiting)
+                #expect(try await iterator.next()?.payload == "ses_1 1")
+
+                var next = session
+                let tapped = next.record(.tapped(asc: true), at: Date())
+                next.version += 1
+                #expect(try await !store.update(next, expectedVersion: 7, appending: [tapped]))
+                #expect(try await store.update(next, expectedVersion: session.version, appending: [tapped]))
+                // The refused write sent nothing: the next wake-up is the committed one's.
+                #expect(try await iterator.next()?.payload == "ses_1 2")
+            }
+        }
+        try await store.close()
+    }
+
+    @Test("A store whose server cannot be reached fails to open")
+    func unreachable() async throws {
+        // A port nothing listens on.
+        let port = try PersistenceTests.freePort()
+        let base = try #require(TestPostgres.url)
+        var parts = try #require(URLComponents(string: base))
+        parts.port = port
+        let url = try #require(parts.string)
+        await #expect(throws: (any Error).self) { try await Self.open(url) }
+    }
+}
