@@ -129,19 +129,15 @@ public func buildLinkRelay(
         integratorName: configuration.integratorName,
         publicOrigin: RelayConfiguration.origin(of: configuration.publicURL)
     ).addRoutes(to: router)
-    OpsController(service: service, draining: draining, pages: pages).addRoutes(to: router)
+    // With PostgreSQL, other instances' writes reach this instance's channels through the listener.
+    let listener = configuration.store.postgresURL.map { PostgresListener(url: $0, hub: hub, logger: logger) }
+    OpsController(service: service, draining: draining, pages: pages, listener: listener).addRoutes(to: router)
     if let sandbox {
         sandbox.addRoutes(to: router)
         DemoController(service: service, sandbox: sandbox, pages: pages, publicURL: configuration.publicURL)
             .addRoutes(to: router)
     } else {
         router.get("/") { _, _ in pages.render("demo") }
-    }
-
-    // With PostgreSQL, other instances' writes reach this instance's channels through the listener.
-    var instanceBus: [any Service] = []
-    if case .postgres(let url) = configuration.store {
-        instanceBus.append(PostgresListener(url: url, hub: hub, logger: logger))
     }
 
     let (running, runningContinuation) = AsyncStream<Void>.makeStream()
@@ -164,7 +160,7 @@ public func buildLinkRelay(
                 service.expiries.compact()
                 hub.compact()
             }),
-        ] + instanceBus,
+        ] + (listener.map { [$0] } ?? []),
         onServerRunning: { channel in
             logger.notice(
                 "LinkRelay listening",

@@ -48,8 +48,15 @@ struct PersistenceTests {
         }
 
         /// Waits for a line containing `text`; false if the process ended first.
-        func waitFor(_ text: String) async -> Bool {
-            for await line in lines where line.contains(text) { return true }
+        func waitFor(_ text: String) async -> Bool { await waitFor(all: [text]) }
+
+        /// Waits for lines containing each of `texts`, in any order; false if the process ended first.
+        func waitFor(all texts: [String]) async -> Bool {
+            var missing = texts
+            for await line in lines {
+                missing.removeAll { line.contains($0) }
+                if missing.isEmpty { return true }
+            }
             return false
         }
 
@@ -80,12 +87,12 @@ struct PersistenceTests {
 
     /// Starts a child on a free port, trying other ports when another test took the first one meanwhile.
     static func start(
-        ready: String, environment: [String: String] = [:], _ arguments: (Int) -> [String]
+        ready: String..., environment: [String: String] = [:], _ arguments: (Int) -> [String]
     ) async throws -> (Child, Int) {
         for _ in 0..<5 {
             let port = try freePort()
             let child = try Child(arguments(port), environment: environment)
-            if await child.waitFor(ready) { return (child, port) }
+            if await child.waitFor(all: ready) { return (child, port) }
             child.stop()
             await child.exited()
         }

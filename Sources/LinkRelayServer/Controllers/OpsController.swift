@@ -7,11 +7,16 @@ struct OpsController {
     let service: SessionService
     let draining: Draining
     let pages: Pages
+    /// With PostgreSQL: the bus from other instances, without which a tap there would not wake a channel here.
+    var listener: PostgresListener?
 
     func addRoutes(to router: Router<RelayContext>) {
         router.get("healthz") { _, _ in Self.text("ok\n") }
         router.get("readyz") { _, _ -> Response in
             if draining.isDraining { return Self.text("draining\n", status: .serviceUnavailable) }
+            if let listener, !listener.isListening {
+                return Self.text("not listening to other instances\n", status: .serviceUnavailable)
+            }
             do {
                 try await service.store.ping()
                 return Self.text("ready\n")

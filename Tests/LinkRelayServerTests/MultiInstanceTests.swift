@@ -1,0 +1,151 @@
+import Foundation
+import LinkRelayCore
+import PostgresNIO
+import Testing
+
+@testable import LinkRelayServer
+
+/// Two real `linkrelay` processes on one PostgreSQL database, with Prove's sandbox as a process of
+/// its own: the phone lands on A, the desktop waits on B.
+@Suite(
+    "Many instances on PostgreSQL", .enabled(if: TestPostgres.available, "LINKRELAY_TEST_POSTGRES_URL is not set"),
+    .timeLimit(.minutes(2)))
+struct MultiInstanceTests {
+    typealias Child = PersistenceTests.Child
+
+    struct Cluster {
+        let database: String
+        let sandbox: (child: Child, port: Int)
+        let a: (child: Child, base: String)
+        let b: (child: Child, base: String)
+
+        func stop() {
+            for child in [a.child, b.child, sandbox.child] { child.stop() }
+        }
+
+        /// What the phone does: opens the newest Instant Link at Prove, which redirects to the relay
+        /// that started the session (A); returns the landing's status.
+        func tap() async throws -> Int {
+            let outbox = try await TestRelay.fetch(
+                .GET, "http://127.0.0.1:\(sandbox.port)/sandbox/outbox?phoneNumber=2001004014")
+            struct Outbox: Decodable {
+                struct Message: Decodable { var link: String }
+                var messages: [Message]
+            }
+            let link = try #require(try outbox.json(Outbox.self).messages.last?.link)
+            let landing = try #require(try await TestRelay.fetch(.GET, link).header("Location"))
+            #expect(landing.hasPrefix(a.base))
+            return try await TestRelay.fetch(.GET, landing).status
+        }
+
+        func create() async throws -> Created {
+            let answer = try await TestRelay.fetch(
+                .POST, a.base + "/v1/sessions",
+                headers: [("Authorization", "Bearer \(TestRelay.apiKey)"), ("Content-Type", "application/json")],
+                body: #"{"phoneNumber":"2001004014"}"#)
+            #expect(answer.status == 201)
+            return try answer.json(Created.self)
+        }
+
+        /// A channel URL of a session created on A (`http://` or `ws://`), on B instead.
+        func onB(_ url: String) -> String {
+            url.replacingOccurrences(of: a.base.dropFirst(7), with: b.base.dropFirst(7))
+        }
+
+        func session(_ id: String, on base: String) async throws -> SessionBody {
+            try await TestRelay.fetch(
+                .GET, base + "/v1/sessions/\(id)", headers: [("Authorization", "Bearer \(TestRelay.apiKey)")]
+            ).json(SessionBody.self)
+        }
+    }
+
+    static func start() async throws -> Cluster {
+        let database = try await TestPostgres.createDatabase()
+        let sandbox = try await PersistenceTests.start(ready: "listening") { ["sandbox", "--port", String($0)] }
+        func relay() async throws -> (Child, String) {
+            let (child, port) = try await PersistenceTests.start(
+                ready: "LinkRelay listening", "Listening to other instances' events",
+                environment: ["PROVE_CLIENT_ID": "sandbox-client", "PROVE_CLIENT_SECRET": "sandbox-secret"]
+            ) { port in
+                [
+                    "serve", "--port", String(port), "--store", database, "--api-key", TestRelay.apiKey,
+                    "--prove", "http://127.0.0.1:\(sandbox.1)/sandbox/prove",
+                    // WSClient, unlike a browser, sends the WebSocket URL's scheme and host as its Origin.
+                    "--allowed-origin", "ws://127.0.0.1",
+                ]
+            }
+            return (child, "http://127.0.0.1:\(port)")
+        }
+        return Cluster(database: database, sandbox: sandbox, a: try await relay(), b: try await relay())
+    }
+
+    @Test("Created and landed on A: B's WebSocket, SSE and long-poll get tapped and result in order; GET agrees")
+    func tapOnAWakesB() async throws {
+        let cluster = try await Self.start()
+        defer { cluster.stop() }
+        let created = try await cluster.create()
+        let token = created.channel.token
+
+        var socket = ChannelClient.webSocket(cluster.onB(created.channel.websocket) + "?token=\(token)")
+            .makeAsyncIterator()
+        #expect(try await socket.next()?.type == "waiting")
+        var stream = ChannelClient.serverSentEvents(
+            TestRelay.client, url: cluster.onB(created.channel.events), headers: [("Authorization", "Bearer \(token)")]
+        ).makeAsyncIterator()
+        #expect(try await stream.next()?.event == "waiting")
+        async let polled = TestRelay.fetch(
+            .GET, cluster.onB(created.channel.poll) + "?after=1&timeout=20&token=\(token)")
+
+        #expect(try await cluster.tap() == 200)
+
+        var received: [WireEvent] = []
+        while let event = try await socket.next() { received.append(event) }
+        #expect(received.map(\.type) == ["tapped", "result"])
+        #expect(received.map(\.seq) == [2, 3])
+        #expect(received.last?.outcome == "verified")
+        var messages: [String?] = []
+        while let message = try await stream.next() { messages.append(message.event) }
+        #expect(messages == ["tapped", "result"])
+        let poll = try await polled.json(PollAnswer.self)
+        #expect(poll.events.first?.type == "tapped")
+
+        let onA = try await cluster.session(created.sessionId, on: cluster.a.base)
+        let onB = try await cluster.session(created.sessionId, on: cluster.b.base)
+        #expect(onA.state == "verified")
+        #expect(onB.state == onA.state)
+        #expect(onB.events == onA.events)
+        #expect(onB.events.map(\.type) == ["waiting", "tapped", "result"])
+    }
+
+    @Test("B's listen connection is cut while a session waits: the tap still reaches B's channel")
+    func listenConnectionDropped() async throws {
+        let cluster = try await Self.start()
+        defer { cluster.stop() }
+        let created = try await cluster.create()
+        var socket = ChannelClient.webSocket(
+            cluster.onB(created.channel.websocket) + "?token=\(created.channel.token)"
+        ).makeAsyncIterator()
+        #expect(try await socket.next()?.type == "waiting")
+
+        // Both instances listen; ending every listening backend ends B's.
+        let ended = try await TestPostgres.withConnection(cluster.database) { connection in
+            var count = 0
+            for try await ended in try await connection.query(
+                """
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE datname = current_database() AND query ILIKE 'LISTEN%'
+                """,
+                logger: TestPostgres.logger
+            ).decode(Bool.self) where ended {
+                count += 1
+            }
+            return count
+        }
+        #expect(ended == 2)
+
+        #expect(try await cluster.tap() == 200)
+        var received: [WireEvent] = []
+        while let event = try await socket.next() { received.append(event) }
+        #expect(received.map(\.type) == ["tapped", "result"])
+    }
+}
