@@ -31,27 +31,31 @@ final class PostgresListener: Service {
             var connectionID = 0
             while !Task.isCancelled {
                 connectionID += 1
-                do {
+                let ended = await Result {
                     let connection = try await PostgresConnection.connect(
                         configuration: try url.connectionConfiguration(), id: connectionID, logger: logger)
-                    defer { Task { try? await connection.close() } }
-                    try await connection.listen(on: PostgresSessionStore.channel) { notifications in
-                        listening.store(true, ordering: .relaxed)
-                        logger.notice("Listening to other instances' events")
-                        backoff = .milliseconds(100)
-                        hub.changedAll()
-                        for try await notification in notifications {
-                            let parts = notification.payload.split(separator: " ")
-                            guard parts.count == 2, let seq = Int(parts[1]) else { continue }
-                            hub.changed(sessionID: String(parts[0]), upTo: seq)
+                    let listened = await Result {
+                        try await connection.listen(on: PostgresSessionStore.channel) { notifications in
+                            listening.store(true, ordering: .relaxed)
+                            logger.notice("Listening to other instances' events")
+                            backoff = .milliseconds(100)
+                            hub.changedAll()
+                            for try await notification in notifications {
+                                let parts = notification.payload.split(separator: " ")
+                                guard parts.count == 2, let seq = Int(parts[1]) else { continue }
+                                hub.changed(sessionID: String(parts[0]), upTo: seq)
+                            }
                         }
                     }
-                } catch {
-                    guard !Task.isCancelled else { return }
-                    logger.warning(
-                        "PostgreSQL listen connection lost; reconnecting",
-                        metadata: ["error": "\(String(reflecting: error))", "retry_in": "\(backoff)"])
+                    try? await connection.close()
+                    try listened.get()
                 }
+                guard !Task.isCancelled else { return }
+                var reason = "the server ended it"
+                if case .failure(let error) = ended { reason = String(reflecting: error) }
+                logger.warning(
+                    "PostgreSQL listen connection lost; reconnecting",
+                    metadata: ["error": .string(reason), "retry_in": "\(backoff)"])
                 listening.store(false, ordering: .relaxed)
                 try? await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, .seconds(5))

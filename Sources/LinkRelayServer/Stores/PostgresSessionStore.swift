@@ -17,7 +17,6 @@ final class PostgresSessionStore: SessionStore {
     /// The channel of the wake-ups.
     static let channel = "linkrelay"
 
-    let url: PostgresURL
     private let client: PostgresClient
     /// The pool's `run()`, for as long as the store is open.
     private let running: Task<Void, Never>
@@ -25,7 +24,6 @@ final class PostgresSessionStore: SessionStore {
     private let decoder = JSONDecoder()
 
     private init(url: PostgresURL, logger: Logger) {
-        self.url = url
         self.client = PostgresClient(configuration: url.clientConfiguration, backgroundLogger: logger)
         self.running = Task { [client] in await client.run() }
         self.logger = logger
