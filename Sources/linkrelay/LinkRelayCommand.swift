@@ -35,7 +35,10 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Listen address (LINKRELAY_HOST, default 127.0.0.1).") var host: String?
     @Option(help: "Listen port, 0 for any free port (LINKRELAY_PORT, default 8080).") var port: String?
     @Option(help: "Base of every absolute URL the relay hands out (LINKRELAY_PUBLIC_URL).") var publicURL: String?
-    @Option(help: "memory, sqlite:PATH (LINKRELAY_STORE, default sqlite:linkrelay.sqlite).") var store: String?
+    @Option(
+        help:
+            "memory, sqlite:PATH or postgres://USER@HOST[:PORT]/DB (LINKRELAY_STORE, default sqlite:linkrelay.sqlite).")
+    var store: String?
     @Option(help: "Seconds a session waits for the tap, at most 600 (LINKRELAY_HOLD, default 180).") var hold: String?
     @Option(help: "Server-to-server API key; repeatable or comma-separated (LINKRELAY_API_KEY).") var apiKey: [String] =
         []
