@@ -20,10 +20,14 @@ public protocol SessionStore: Sendable {
     func close() async throws
     /// Gives back memory the store holds only to be faster (caches); called every half minute.
     func releaseMemory() async
+    /// Whether this instance may ask Prove about the session: false while another running instance
+    /// verifies it. A store that only one instance uses always says yes.
+    func claimVerification(sessionID: String) async throws -> Bool
 }
 
 extension SessionStore {
     public func releaseMemory() async {}
+    public func claimVerification(sessionID: String) async throws -> Bool { true }
 }
 
 public enum StoreError: Error, Sendable, Equatable {

@@ -48,10 +48,13 @@ public func buildLinkRelay(
     _ configuration: RelayConfiguration, logger: Logger, clock: any RelayClock = SystemClock()
 ) async throws -> LinkRelay {
     let store: any SessionStore
+    var postgres: PostgresSessionStore?
     switch configuration.store {
     case .memory: store = MemorySessionStore()
     case .sqlite(let path): store = try await SQLiteSessionStore.open(path: path, logger: logger)
-    case .postgres(let url): store = try await PostgresSessionStore.open(url: url, logger: logger)
+    case .postgres(let url):
+        let opened = try await PostgresSessionStore.open(url: url, logger: logger)
+        (store, postgres) = (opened, opened)
     }
 
     let metrics = RelayMetrics()
@@ -129,8 +132,15 @@ public func buildLinkRelay(
         integratorName: configuration.integratorName,
         publicOrigin: RelayConfiguration.origin(of: configuration.publicURL)
     ).addRoutes(to: router)
-    // With PostgreSQL, other instances' writes reach this instance's channels through the listener.
-    let listener = configuration.store.postgresURL.map { PostgresListener(url: $0, hub: hub, logger: logger) }
+    // With PostgreSQL, other instances' writes reach this instance's channels through the listener,
+    // and the coordinator takes over what a gone instance left.
+    var listener: PostgresListener?
+    var instances: [any Service] = []
+    if let postgres, case .postgres(let url) = configuration.store {
+        let bus = PostgresListener(url: url, hub: hub, logger: logger)
+        listener = bus
+        instances = [bus, InstanceCoordinator(store: postgres, service: service)]
+    }
     OpsController(service: service, draining: draining, pages: pages, listener: listener).addRoutes(to: router)
     if let sandbox {
         sandbox.addRoutes(to: router)
@@ -160,7 +170,7 @@ public func buildLinkRelay(
                 service.expiries.compact()
                 hub.compact()
             }),
-        ] + (listener.map { [$0] } ?? []),
+        ] + instances,
         onServerRunning: { channel in
             logger.notice(
                 "LinkRelay listening",

@@ -15,11 +15,6 @@ public struct RelayConfiguration: Sendable {
         case memory
         case sqlite(path: String)
         case postgres(PostgresURL)
-
-        var postgresURL: PostgresURL? {
-            guard case .postgres(let url) = self else { return nil }
-            return url
-        }
     }
 
     public enum Prove: Sendable {

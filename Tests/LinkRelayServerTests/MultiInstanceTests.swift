@@ -24,23 +24,12 @@ struct MultiInstanceTests {
         }
 
         /// What the phone does: opens the newest Instant Link at Prove, which redirects to the relay
-        /// that started the session (A); returns the landing's status.
-        func tap() async throws -> Int {
-            let outbox = try await TestRelay.fetch(
-                .GET, "http://127.0.0.1:\(sandbox.port)/sandbox/outbox?phoneNumber=2001004014")
-            struct Outbox: Decodable {
-                struct Message: Decodable { var link: String }
-                var messages: [Message]
-            }
-            let link = try #require(try outbox.json(Outbox.self).messages.last?.link)
-            let landing = try #require(try await TestRelay.fetch(.GET, link).header("Location"))
-            #expect(landing.hasPrefix(a.base))
-            return try await TestRelay.fetch(.GET, landing).status
-        }
+        /// that started the session; returns the landing's status.
+        func tap() async throws -> Int { try await land(try #require(try await links().last)) }
 
-        func create() async throws -> Created {
+        func create(on base: String? = nil) async throws -> Created {
             let answer = try await TestRelay.fetch(
-                .POST, a.base + "/v1/sessions",
+                .POST, (base ?? a.base) + "/v1/sessions",
                 headers: [("Authorization", "Bearer \(TestRelay.apiKey)"), ("Content-Type", "application/json")],
                 body: #"{"phoneNumber":"2001004014"}"#)
             #expect(answer.status == 201)
@@ -48,8 +37,36 @@ struct MultiInstanceTests {
         }
 
         /// A channel URL of a session created on A (`http://` or `ws://`), on B instead.
-        func onB(_ url: String) -> String {
-            url.replacingOccurrences(of: a.base.dropFirst(7), with: b.base.dropFirst(7))
+        func onB(_ url: String) -> String { other(url) }
+
+        /// A channel URL of a session created on one instance (`http://` or `ws://`), on the other.
+        func other(_ url: String) -> String {
+            let (hostA, hostB) = (a.base.dropFirst(7), b.base.dropFirst(7))
+            return url.contains(hostA)
+                ? url.replacingOccurrences(of: hostA, with: hostB) : url.replacingOccurrences(of: hostB, with: hostA)
+        }
+
+        /// Every Instant Link the sandbox has sent, oldest first.
+        func links() async throws -> [String] {
+            let outbox = try await TestRelay.fetch(
+                .GET, "http://127.0.0.1:\(sandbox.port)/sandbox/outbox?phoneNumber=2001004014")
+            struct Outbox: Decodable {
+                struct Message: Decodable { var link: String }
+                var messages: [Message]
+            }
+            return try outbox.json(Outbox.self).messages.map(\.link)
+        }
+
+        /// Opens an Instant Link at Prove and follows its redirect to the relay's landing.
+        func land(_ link: String) async throws -> Int {
+            let landing = try #require(try await TestRelay.fetch(.GET, link).header("Location"))
+            return try await TestRelay.fetch(.GET, landing).status
+        }
+
+        func sandboxFault(_ body: String?, on endpoint: String) async throws {
+            let url = "http://127.0.0.1:\(sandbox.port)/sandbox/faults/\(endpoint)"
+            let answer = try await TestRelay.fetch(body == nil ? .DELETE : .PUT, url, body: body)
+            #expect(answer.status == 204)
         }
 
         func session(_ id: String, on base: String) async throws -> SessionBody {
@@ -71,7 +88,7 @@ struct MultiInstanceTests {
                     "serve", "--port", String(port), "--store", database, "--api-key", TestRelay.apiKey,
                     "--prove", "http://127.0.0.1:\(sandbox.1)/sandbox/prove",
                     // WSClient, unlike a browser, sends the WebSocket URL's scheme and host as its Origin.
-                    "--allowed-origin", "ws://127.0.0.1",
+                    "--allowed-origin", "ws://127.0.0.1", "--limits", "off",
                 ]
             }
             return (child, "http://127.0.0.1:\(port)")
@@ -147,5 +164,90 @@ struct MultiInstanceTests {
         var received: [WireEvent] = []
         while let event = try await socket.next() { received.append(event) }
         #expect(received.map(\.type) == ["tapped", "result"])
+    }
+
+    @Test("A is killed (SIGKILL) between landing and result: B finishes the verification, with no duplicate event")
+    func killedBetweenLandingAndResult() async throws {
+        let cluster = try await Self.start()
+        defer { cluster.stop() }
+        let created = try await cluster.create()
+        var socket = ChannelClient.webSocket(
+            cluster.onB(created.channel.websocket) + "?token=\(created.channel.token)"
+        ).makeAsyncIterator()
+        #expect(try await socket.next()?.type == "waiting")
+
+        // Prove holds A's question about the result; A dies while it waits.
+        try await cluster.sandboxFault("hang", on: "unify-status")
+        #expect(try await cluster.tap() == 200)
+        #expect(try await socket.next()?.type == "tapped")
+        await cluster.a.child.kill()
+        try await cluster.sandboxFault(nil, on: "unify-status")
+
+        // B takes the verification over once A has been silent for `presumedGone` seconds.
+        let result = try await socket.next()
+        #expect(result?.type == "result")
+        #expect(result?.outcome == "verified")
+        let session = try await cluster.session(created.sessionId, on: cluster.b.base)
+        #expect(session.state == "verified")
+        #expect(session.events.map(\.type) == ["waiting", "tapped", "result"])
+        #expect(session.events.map(\.seq) == [1, 2, 3])
+    }
+
+    @Test(
+        "200 sessions, half created on each instance and each watched on the other: every channel gets its own events")
+    func manySessionsAcrossInstances() async throws {
+        let cluster = try await Self.start()
+        defer { cluster.stop() }
+        let count = 200
+        var created: [Created] = []
+        try await withThrowingTaskGroup(of: Created.self) { group in
+            for index in 0..<count {
+                group.addTask {
+                    try await cluster.create(on: index.isMultiple(of: 2) ? cluster.a.base : cluster.b.base)
+                }
+            }
+            for try await session in group { created.append(session) }
+        }
+        #expect(Set(created.map(\.sessionId)).count == count)
+
+        var received: [String: [WireEvent]] = [:]
+        try await withThrowingTaskGroup(of: (String, [WireEvent]).self) { group in
+            // Every channel is open (it has its `waiting`) before any link is tapped.
+            let (opened, openedContinuation) = AsyncStream<Void>.makeStream()
+            for session in created {
+                group.addTask {
+                    var socket = ChannelClient.webSocket(
+                        cluster.other(session.channel.websocket) + "?token=\(session.channel.token)"
+                    ).makeAsyncIterator()
+                    var events: [WireEvent] = []
+                    if let first = try await socket.next() { events.append(first) }
+                    openedContinuation.yield()
+                    while let event = try await socket.next() { events.append(event) }
+                    return (session.sessionId, events)
+                }
+            }
+            var waiting = 0
+            for await _ in opened {
+                waiting += 1
+                if waiting == count { break }
+            }
+            let links = try await cluster.links()
+            #expect(links.count == count)
+            try await withThrowingTaskGroup(of: Int.self) { taps in
+                for link in links { taps.addTask { try await cluster.land(link) } }
+                for try await status in taps { #expect(status == 200) }
+            }
+            for try await (id, events) in group { received[id] = events }
+        }
+        #expect(received.count == count)
+        for session in created {
+            let events = received[session.sessionId] ?? []
+            #expect(events.map(\.type) == ["waiting", "tapped", "result"], "session \(session.sessionId)")
+            // Its own: the events as the store holds them for that session (the `waiting` of each
+            // carries its own expiry).
+            let stored = try await cluster.session(session.sessionId, on: cluster.a.base)
+            #expect(stored.events == events)
+            #expect(stored.state == "verified")
+        }
     }
 }

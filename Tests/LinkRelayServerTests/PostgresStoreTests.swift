@@ -131,6 +131,64 @@ struct PostgresStoreTests {
         try await store.close()
     }
 
+    @Test("One running instance verifies a landed session; once it is gone, another takes the session over")
+    func verificationClaims() async throws {
+        let url = try await TestPostgres.createDatabase()
+        let (a, b) = (try await Self.open(url), try await Self.open(url))
+        let (session, waiting) = Self.waiting(1)
+        try await a.insert(session, event: waiting)
+        try await a.heartbeat()
+        try await b.heartbeat()
+        // A's write lands the session: A holds its verification from that write on.
+        var tapped = session
+        let event = tapped.record(.tapped(asc: true), at: Date())
+        tapped.version += 1
+        tapped.verificationPending = true
+        #expect(try await a.update(tapped, expectedVersion: session.version, appending: [event]))
+        #expect(try await a.claimVerification(sessionID: "ses_1"), "a claim is kept by its holder")
+        #expect(try await !b.claimVerification(sessionID: "ses_1"))
+        #expect(try await b.orphanedVerifications().isEmpty)
+
+        // A stops saying it runs.
+        try await TestPostgres.withConnection(url) { connection in
+            _ = try await connection.query(
+                "UPDATE linkrelay_instances SET seen_at = now() - interval '1 minute' WHERE id = \(a.instanceID)",
+                logger: TestPostgres.logger
+            ).collect()
+        }
+        #expect(try await b.orphanedVerifications() == ["ses_1"])
+        #expect(try await b.claimVerification(sessionID: "ses_1"))
+        #expect(try await !a.claimVerification(sessionID: "ses_1"), "B runs and holds it now")
+
+        // B leaves (shutdown): its claims are free at once.
+        try await b.leave()
+        try await a.heartbeat()
+        #expect(try await a.claimVerification(sessionID: "ses_1"))
+        try await a.close()
+        try await b.close()
+    }
+
+    @Test("Sessions past their hold by more than the grace are overdue; live and ended ones are not")
+    func overdueSessions() async throws {
+        let store = try await Self.open(try await TestPostgres.createDatabase())
+        let (live, liveEvent) = Self.waiting(1)
+        try await store.insert(live, event: liveEvent)
+        var (late, lateEvent) = Self.waiting(2)
+        late.expiresAt = Date().addingTimeInterval(-60)
+        try await store.insert(late, event: lateEvent)
+        var (ended, endedEvent) = Self.waiting(3)
+        ended.expiresAt = late.expiresAt
+        try await store.insert(ended, event: endedEvent)
+        var cancelled = ended
+        let cancel = cancelled.record(.cancelled(), at: Date())
+        cancelled.version += 1
+        #expect(try await store.update(cancelled, expectedVersion: ended.version, appending: [cancel]))
+
+        #expect(try await store.overdueSessions(grace: 10) == ["ses_2"])
+        #expect(try await store.overdueSessions(grace: 120).isEmpty)
+        try await store.close()
+    }
+
     @Test("A store whose server cannot be reached fails to open")
     func unreachable() async throws {
         // A port nothing listens on.

@@ -51,6 +51,8 @@ struct Verifier: Service {
                 !session.isPastHold(at: service.clock.now())
             else { return }
             do {
+                // With several instances, the one that claimed the session asks Prove; the others leave it.
+                guard try await service.store.claimVerification(sessionID: sessionID) else { return }
                 let status = try await service.prove.unifyStatus(
                     UnifyStatusRequest(correlationId: session.correlationId, clientRequestId: session.clientRequestId),
                     deadline: service.deadline(for: session.expiresAt))

@@ -17,6 +17,13 @@ final class PostgresSessionStore: SessionStore {
     /// The channel of the wake-ups.
     static let channel = "linkrelay"
 
+    /// This instance among the others, in claims: new at each start.
+    let instanceID = "ins_" + Secrets.token(length: 16)
+    /// How often an instance says it is alive, and how long after that it counts as gone (its work
+    /// is then taken over), in seconds.
+    static let heartbeat = 2
+    static let presumedGone = 10
+
     private let client: PostgresClient
     /// The pool's `run()`, for as long as the store is open.
     private let running: Task<Void, Never>
@@ -47,8 +54,11 @@ final class PostgresSessionStore: SessionStore {
             """
             CREATE TABLE linkrelay_sessions (
                 id text PRIMARY KEY, link_key text NOT NULL UNIQUE, idempotency_key text UNIQUE,
-                state text NOT NULL, version integer NOT NULL, expires_at timestamptz NOT NULL, data text NOT NULL)
+                state text NOT NULL, version integer NOT NULL, expires_at timestamptz NOT NULL, data text NOT NULL,
+                verifier text)
             """,
+            // The instances that are running, each seen every `heartbeat` seconds.
+            "CREATE TABLE linkrelay_instances (id text PRIMARY KEY, seen_at timestamptz NOT NULL)",
             """
             CREATE INDEX linkrelay_sessions_live ON linkrelay_sessions (expires_at)
             WHERE state IN ('waiting', 'tapped')
@@ -122,7 +132,8 @@ final class PostgresSessionStore: SessionStore {
             """
             WITH s AS (
                 UPDATE linkrelay_sessions SET state = \(session.state.rawValue), version = \(session.version),
-                    expires_at = \(session.expiresAt), data = \(sessionData)
+                    expires_at = \(session.expiresAt), data = \(sessionData),
+                    verifier = CASE WHEN \(session.verificationPending) THEN coalesce(verifier, \(instanceID)) END
                 WHERE id = \(session.id) AND version = \(expectedVersion)
                 RETURNING id),
             e AS (
@@ -135,6 +146,57 @@ final class PostgresSessionStore: SessionStore {
             logger: logger
         ).collect()
         return rows.count == 1
+    }
+
+    /// Claims the session's verification for this instance: true when no other instance that is
+    /// still running holds it. The instance whose write landed the session holds it from that write
+    /// (`update`); a claim stays until the session ends or its instance is gone.
+    func claimVerification(sessionID: String) async throws -> Bool {
+        try await !client.query(
+            """
+            UPDATE linkrelay_sessions SET verifier = \(instanceID)
+            WHERE id = \(sessionID) AND (verifier IS NULL OR verifier = \(instanceID) OR verifier NOT IN (
+                SELECT id FROM linkrelay_instances WHERE seen_at > now() - make_interval(secs => \(Self.presumedGone))))
+            RETURNING 1
+            """,
+            logger: logger
+        ).collect().isEmpty
+    }
+
+    /// Says this instance is running; to be called every `heartbeat` seconds.
+    func heartbeat() async throws {
+        _ = try await client.query(
+            """
+            INSERT INTO linkrelay_instances (id, seen_at) VALUES (\(instanceID), now())
+            ON CONFLICT (id) DO UPDATE SET seen_at = now()
+            """,
+            logger: logger
+        ).collect()
+    }
+
+    /// This instance stops: its claims can be taken over at once.
+    func leave() async throws {
+        _ = try await client.query("DELETE FROM linkrelay_instances WHERE id = \(instanceID)", logger: logger).collect()
+    }
+
+    /// Landed sessions that no running instance is verifying: their instance is gone, or died before
+    /// it claimed them.
+    func orphanedVerifications() async throws -> [String] {
+        try await ids(
+            """
+            SELECT id FROM linkrelay_sessions WHERE state = 'tapped' AND (verifier IS NULL OR verifier NOT IN (
+                SELECT id FROM linkrelay_instances WHERE seen_at > now() - make_interval(secs => \(Self.presumedGone))))
+            """)
+    }
+
+    /// Live sessions whose hold ended more than `grace` seconds ago, which their instance would have
+    /// expired if it were still running.
+    func overdueSessions(grace: Int) async throws -> [String] {
+        try await ids(
+            """
+            SELECT id FROM linkrelay_sessions
+            WHERE state IN ('waiting', 'tapped') AND expires_at < now() - make_interval(secs => \(grace))
+            """)
     }
 
     func session(id: String) async throws -> Session? {
@@ -170,6 +232,12 @@ final class PostgresSessionStore: SessionStore {
     func close() async throws {
         running.cancel()
         await running.value
+    }
+
+    private func ids(_ query: PostgresQuery) async throws -> [String] {
+        var ids: [String] = []
+        for try await id in try await client.query(query, logger: logger).decode(String.self) { ids.append(id) }
+        return ids
     }
 
     private func oneSession(_ query: PostgresQuery) async throws -> Session? {

@@ -1,0 +1,34 @@
+import LinkRelayCore
+import Logging
+import ServiceLifecycle
+
+/// With several instances on PostgreSQL, what one starts another may have to finish. Every
+/// `PostgresSessionStore.heartbeat` seconds this says that its instance runs, and takes over what a
+/// gone instance left: landed sessions that no running instance is verifying, and live sessions whose
+/// hold ended `presumedGone` seconds ago. Claims and the version check of every write make each of
+/// those happen once, whichever instances try. On shutdown the instance leaves, so that its work is
+/// taken over at once.
+struct InstanceCoordinator: Service {
+    let store: PostgresSessionStore
+    let service: SessionService
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                do {
+                    try await store.heartbeat()
+                    for id in try await store.orphanedVerifications() { service.verifications.kick(id) }
+                    for id in try await store.overdueSessions(grace: PostgresSessionStore.presumedGone) {
+                        try await service.expire(sessionID: id)
+                    }
+                } catch {
+                    service.logger.warning(
+                        "Could not take over the work of gone instances", metadata: ["error": "\(error)"])
+                }
+                let next = service.clock.now().addingTimeInterval(Double(PostgresSessionStore.heartbeat))
+                try await service.clock.sleep(until: next)
+            }
+        }
+        try? await store.leave()
+    }
+}
