@@ -6,6 +6,8 @@
 #   swift test
 #   scripts/postgres-cluster.sh stop "$LINKRELAY_TEST_POSTGRES_DIR"
 #
+# `down DIR` and `up DIR` stop and start the server again on the same port and data (a restart).
+#
 # Needs Debian's postgresql package (`apt-get install postgresql`). As root, the cluster runs as the
 # `postgres` user, because PostgreSQL refuses to run as root.
 set -euo pipefail
@@ -24,10 +26,20 @@ start)
     [ "$(id -u)" = 0 ] && chown postgres "$dir"
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     as_owner "$bin/initdb" -D "$dir/data" -U linkrelay --auth=trust -E UTF8 >"$dir/initdb.log" 2>&1
-    # Enough connections for several relays under test, each with its pool and its listener.
-    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -o "-k $dir -h 127.0.0.1 -p $port -c max_connections=300 -c fsync=off" start >/dev/null
+    echo "$port" >"$dir/port"
+    "$0" up "$dir"
     echo "export LINKRELAY_TEST_POSTGRES_URL=postgres://linkrelay@127.0.0.1:$port/postgres?sslmode=disable"
     echo "export LINKRELAY_TEST_POSTGRES_DIR=$dir"
+    ;;
+up)
+    dir=${2:?usage: postgres-cluster.sh up DIR}
+    # Enough connections for several relays under test, each with its pool and its listener.
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
+        -o "-k $dir -h 127.0.0.1 -p $(cat "$dir/port") -c max_connections=300 -c fsync=off" start >/dev/null
+    ;;
+down)
+    dir=${2:?usage: postgres-cluster.sh down DIR}
+    as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
     ;;
 stop)
     dir=${2:?usage: postgres-cluster.sh stop DIR}
@@ -35,7 +47,7 @@ stop)
     rm -rf "$dir"
     ;;
 *)
-    echo "usage: postgres-cluster.sh start | stop DIR" >&2
+    echo "usage: postgres-cluster.sh start | up DIR | down DIR | stop DIR" >&2
     exit 2
     ;;
 esac

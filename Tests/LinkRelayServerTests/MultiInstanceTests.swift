@@ -76,8 +76,9 @@ struct MultiInstanceTests {
         }
     }
 
-    static func start() async throws -> Cluster {
-        let database = try await TestPostgres.createDatabase()
+    static func start(database named: String? = nil) async throws -> Cluster {
+        var database = named ?? ""
+        if named == nil { database = try await TestPostgres.createDatabase() }
         let sandbox = try await PersistenceTests.start(ready: "listening") { ["sandbox", "--port", String($0)] }
         func relay() async throws -> (Child, String) {
             let (child, port) = try await PersistenceTests.start(
@@ -249,5 +250,60 @@ struct MultiInstanceTests {
             #expect(stored.events == events)
             #expect(stored.state == "verified")
         }
+    }
+
+    /// Runs `scripts/postgres-cluster.sh` with `arguments`; returns what it printed.
+    static func postgresCluster(_ arguments: String) async throws -> String {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("pg-\(UUID()).out")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let script = try Child(
+            ["-c", "scripts/postgres-cluster.sh \(arguments) > \(output.path)"],
+            executable: URL(fileURLWithPath: "/bin/bash"))
+        await script.exited()
+        return try String(contentsOf: output, encoding: .utf8)
+    }
+
+    @Test("PostgreSQL restarts while a desktop waits on B: /readyz is 503 meanwhile, then the tap on A reaches B")
+    func postgresRestarts() async throws {
+        // A server of its own, since this test stops it.
+        let started = try await Self.postgresCluster("start")
+        func value(_ name: String) throws -> String {
+            let line = try #require(started.split(separator: "\n").first { $0.hasPrefix("export \(name)=") })
+            return String(line.dropFirst("export \(name)=".count))
+        }
+        let directory = try value("LINKRELAY_TEST_POSTGRES_DIR")
+        do {
+            try await restart(server: try value("LINKRELAY_TEST_POSTGRES_URL"), directory: directory)
+        } catch {
+            _ = try? await Self.postgresCluster("stop \(directory)")
+            throw error
+        }
+        _ = try await Self.postgresCluster("stop \(directory)")
+    }
+
+    private func restart(server: String, directory: String) async throws {
+        try await TestPostgres.withConnection(server) { connection in
+            _ = try await connection.query("CREATE DATABASE relays", logger: TestPostgres.logger).collect()
+        }
+        let cluster = try await Self.start(database: server.replacingOccurrences(of: "/postgres?", with: "/relays?"))
+        defer { cluster.stop() }
+        let created = try await cluster.create()
+        var socket = ChannelClient.webSocket(
+            cluster.onB(created.channel.websocket) + "?token=\(created.channel.token)"
+        ).makeAsyncIterator()
+        #expect(try await socket.next()?.type == "waiting")
+
+        _ = try await Self.postgresCluster("down \(directory)")
+        #expect(await cluster.b.child.waitFor("PostgreSQL listen connection lost"))
+        let ready = try await TestRelay.fetch(.GET, cluster.b.base + "/readyz")
+        #expect(ready.status == 503)
+
+        _ = try await Self.postgresCluster("up \(directory)")
+        #expect(await cluster.b.child.waitFor("Listening to other instances' events"))
+        #expect(try await cluster.tap() == 200)
+        var received: [WireEvent] = []
+        while let event = try await socket.next() { received.append(event) }
+        #expect(received.map(\.type) == ["tapped", "result"])
+        #expect(try await TestRelay.fetch(.GET, cluster.b.base + "/readyz").status == 200)
     }
 }

@@ -14,11 +14,12 @@ struct PersistenceTests {
         let process: Process
         let lines: AsyncStream<String>
 
-        init(_ arguments: [String], environment: [String: String] = [:]) throws {
+        /// Runs `linkrelay` (or `executable`) in the package's directory.
+        init(_ arguments: [String], environment: [String: String] = [:], executable: URL? = nil) throws {
             let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
                 .appendingPathComponent("linkrelay")
             process = Process()
-            process.executableURL = binary
+            process.executableURL = executable ?? binary
             process.arguments = arguments
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
             process.currentDirectoryURL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
