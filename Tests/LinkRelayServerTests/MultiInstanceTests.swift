@@ -252,6 +252,27 @@ struct MultiInstanceTests {
         }
     }
 
+    @Test("An Idempotency-Key holds across instances: the same request on A and on B gives one session")
+    func idempotencyAcrossInstances() async throws {
+        let cluster = try await Self.start()
+        defer { cluster.stop() }
+        func create(on base: String) async throws -> HTTPAnswer {
+            try await TestRelay.fetch(
+                .POST, base + "/v1/sessions",
+                headers: [
+                    ("Authorization", "Bearer \(TestRelay.apiKey)"), ("Content-Type", "application/json"),
+                    ("Idempotency-Key", "order-42"),
+                ],
+                body: #"{"phoneNumber":"2001004014"}"#)
+        }
+        let first = try await create(on: cluster.a.base)
+        let again = try await create(on: cluster.b.base)
+        #expect(first.status == 201)
+        #expect(again.status == 201)
+        #expect(try again.json(Created.self).sessionId == first.json(Created.self).sessionId)
+        #expect(try await cluster.links().count == 1, "one SMS")
+    }
+
     /// Runs `scripts/postgres-cluster.sh` with `arguments`; returns what it printed.
     static func postgresCluster(_ arguments: String) async throws -> String {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("pg-\(UUID()).out")
