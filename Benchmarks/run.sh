@@ -4,7 +4,7 @@
 #
 #   Benchmarks/run.sh [N waiters, default 15000] [taps/s, default 1000] [soak sessions, default 100000]
 #
-# Needs: apt-get install nginx libnginx-mod-nchan pushpin wrk; pip install aiohttp uvloop.
+# Needs: apt-get install nginx libnginx-mod-nchan pushpin wrk postgresql; pip install aiohttp uvloop.
 # The anchors run under ../shared/bench (LINKRELAY_BENCH overrides); LinkRelay under this folder's copy of
 # its waiters.py, which taps on schedule instead of one tap after another. Raw results stay in the
 # printed directory.
@@ -122,6 +122,10 @@ EOF
 )
 stop_relay
 
+echo "== LinkRelay: two instances on PostgreSQL ($N waiters on B, landings on A, 500 taps/s)" >&2
+two=$(bash "$root/Benchmarks/two-instances.sh" "$N" 500 ws "$bin" 2>"$out/two-instances.err" | tail -1) || true
+echo "${two:-{\}}" >"$out/two-instances.json"
+
 python3 - "$out" "$landing_rps" "$page_bytes" "$create" "$RATE" <<'EOF'
 import json, sys
 out, landing_rps, page_bytes, create = sys.argv[1], float(sys.argv[2] or 0), sys.argv[3], sys.argv[4].split()
@@ -164,6 +168,10 @@ print(f"| session creations/s (failed) | {create[0] if create else '-'} ({create
 soak = json.load(open(f"{out}/soak.json"))
 print(f"| {fmt(soak.get('sessions'))} whole sessions: finished, RSS MiB idle / warm / end | {fmt(soak.get('finished'))} in {soak.get('seconds', '-')} s, "
       f"{soak.get('idle_mib', '-')} / {soak.get('warm_mib', '-')} / {soak.get('end_mib', '-')} (end = {soak.get('end_over_idle', '-')}x idle) | | | |")
+two = json.load(open(f"{out}/two-instances.json"))
+print(f"| two instances on PostgreSQL, WebSocket, 500 taps/s: landing on A → tapped on B p50 / p99 ms, result p99 ms, "
+      f"failed / delivered | {fmt(num(two, 'tapped_ms', 'p50'))} / {fmt(num(two, 'tapped_ms', 'p99'))}, "
+      f"{fmt(num(two, 'result_ms', 'p99'))}, {two.get('failed', '-')} / {two.get('delivered', '-')} | | | |")
 first = relay[0] if relay else {}
 print(f"| start-up to ready ms | {first.get('startup_ms', '-')} | | | |")
 print(f"| idle RSS MiB | {fmt(round(first.get('idle_kib', 0) / 1024, 1))} | | | |")

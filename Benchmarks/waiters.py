@@ -2,7 +2,7 @@
 """Waiting-channel benchmark: hold N desktop-style waiters open, then "tap" each one.
 
 LinkRelay's copy of ../shared/bench/waiters.py, with the same method (one process, one clock) and
-two additions:
+three additions:
   - taps are sent on schedule, each in its own task, at most --tap-concurrency at once (the
     original, --sequential-taps, waited for each landing's answer before the next tap, so the
     landing's latency capped the tap rate; unbounded, a relay that falls behind would be sent
@@ -10,7 +10,9 @@ two additions:
     reached;
   - after every waiter has finished, the client has closed its connections and --end-settle seconds
     have passed, the servers' memory is read again (rss_end_mib), to show that channels that went
-    away gave their memory back.
+    away gave their memory back;
+  - several instances: --channel-base opens each desktop's channel on another instance than the one
+    that created the session (and takes the landing), --sandbox names a separate `linkrelay sandbox`.
 
 One process, one clock: every waiter records when its events arrived, every tap records when it
 was sent, so tap->event latency needs no clock sync. Targets:
@@ -143,7 +145,7 @@ class Relay(Target):
         # The sandbox "sends" one Instant Link per session; opening it is the phone's visit to Prove,
         # whose redirect is the landing URL we tap later.
         by_target = {w["session"]["finalTargetUrl"]: w for w in waiters}
-        async with self.http.get(f"{a.base}/sandbox/outbox", params={"phoneNumber": a.phone}) as r:
+        async with self.http.get(f"{a.sandbox or a.base}/sandbox/outbox", params={"phoneNumber": a.phone}) as r:
             messages = (await r.json())["messages"] if r.status == 200 else []
 
         async def follow(m):
@@ -160,6 +162,8 @@ class Relay(Target):
     def wait_url(self, w):
         ch = w["session"]["channel"]
         url = {"ws": ch["websocket"], "sse": ch["events"], "longpoll": ch["poll"]}[self.args.transport]
+        if self.args.channel_base:
+            url = url.replace(self.args.base.split("://", 1)[1], self.args.channel_base.split("://", 1)[1], 1)
         sep = "&" if "?" in url else "?"
         return f"{url}{sep}token={ch['token']}"
 
@@ -256,6 +260,8 @@ async def main():
     p.add_argument("--base", default="http://127.0.0.1:8080", help="relay: base URL")
     p.add_argument("--api-key", default=os.environ.get("LINKRELAY_API_KEY", ""), help="relay: API key")
     p.add_argument("--phone", default="2001004014", help="relay: sandbox test user")
+    p.add_argument("--channel-base", default="", help="relay: open channels on this instance instead of --base")
+    p.add_argument("--sandbox", default="", help="relay: base URL of a separate `linkrelay sandbox`")
     args = p.parse_args()
     pids = [int(x) for x in args.pids.split(",") if x]
 
