@@ -83,7 +83,7 @@ final class PostgresSessionStore: SessionStore {
                 "CREATE TABLE IF NOT EXISTS linkrelay_schema (version integer NOT NULL)", logger: logger
             ).collect()
             var current = 0
-            for try await (version) in try await connection.query(
+            for try await version in try await connection.query(
                 "SELECT coalesce(max(version), 0) FROM linkrelay_schema", logger: logger
             ).decode(Int.self) {
                 current = version
@@ -179,8 +179,8 @@ final class PostgresSessionStore: SessionStore {
         _ = try await client.query("DELETE FROM linkrelay_instances WHERE id = \(instanceID)", logger: logger).collect()
     }
 
-    /// Landed sessions that no running instance is verifying: their instance is gone, or died before
-    /// it claimed them.
+    /// Landed sessions that no running instance is verifying: the instance that landed or took them
+    /// over is gone.
     func orphanedVerifications() async throws -> [String] {
         try await ids(
             """
