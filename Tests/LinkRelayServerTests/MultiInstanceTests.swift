@@ -36,9 +36,6 @@ struct MultiInstanceTests {
             return try answer.json(Created.self)
         }
 
-        /// A channel URL of a session created on A (`http://` or `ws://`), on B instead.
-        func onB(_ url: String) -> String { other(url) }
-
         /// A channel URL of a session created on one instance (`http://` or `ws://`), on the other.
         func other(_ url: String) -> String {
             let (hostA, hostB) = (a.base.dropFirst(7), b.base.dropFirst(7))
@@ -104,15 +101,16 @@ struct MultiInstanceTests {
         let created = try await cluster.create()
         let token = created.channel.token
 
-        var socket = ChannelClient.webSocket(cluster.onB(created.channel.websocket) + "?token=\(token)")
+        var socket = ChannelClient.webSocket(cluster.other(created.channel.websocket) + "?token=\(token)")
             .makeAsyncIterator()
         #expect(try await socket.next()?.type == "waiting")
         var stream = ChannelClient.serverSentEvents(
-            TestRelay.client, url: cluster.onB(created.channel.events), headers: [("Authorization", "Bearer \(token)")]
+            TestRelay.client, url: cluster.other(created.channel.events),
+            headers: [("Authorization", "Bearer \(token)")]
         ).makeAsyncIterator()
         #expect(try await stream.next()?.event == "waiting")
         async let polled = TestRelay.fetch(
-            .GET, cluster.onB(created.channel.poll) + "?after=1&timeout=20&token=\(token)")
+            .GET, cluster.other(created.channel.poll) + "?after=1&timeout=20&token=\(token)")
 
         #expect(try await cluster.tap() == 200)
 
@@ -141,7 +139,7 @@ struct MultiInstanceTests {
         defer { cluster.stop() }
         let created = try await cluster.create()
         var socket = ChannelClient.webSocket(
-            cluster.onB(created.channel.websocket) + "?token=\(created.channel.token)"
+            cluster.other(created.channel.websocket) + "?token=\(created.channel.token)"
         ).makeAsyncIterator()
         #expect(try await socket.next()?.type == "waiting")
 
@@ -173,7 +171,7 @@ struct MultiInstanceTests {
         defer { cluster.stop() }
         let created = try await cluster.create()
         var socket = ChannelClient.webSocket(
-            cluster.onB(created.channel.websocket) + "?token=\(created.channel.token)"
+            cluster.other(created.channel.websocket) + "?token=\(created.channel.token)"
         ).makeAsyncIterator()
         #expect(try await socket.next()?.type == "waiting")
 
@@ -310,7 +308,7 @@ struct MultiInstanceTests {
         defer { cluster.stop() }
         let created = try await cluster.create()
         var socket = ChannelClient.webSocket(
-            cluster.onB(created.channel.websocket) + "?token=\(created.channel.token)"
+            cluster.other(created.channel.websocket) + "?token=\(created.channel.token)"
         ).makeAsyncIterator()
         #expect(try await socket.next()?.type == "waiting")
 
