@@ -20,14 +20,14 @@ public protocol SessionStore: Sendable {
     func close() async throws
     /// Gives back memory the store holds only to be faster (caches); called every half minute.
     func releaseMemory() async
-    /// Whether this instance may ask Prove about the session: false while another running instance
-    /// verifies it. A store that only one instance uses always says yes.
-    func claimVerification(sessionID: String) async throws -> Bool
+    /// The session, when this instance may ask Prove about it: nil when there is none, or while another
+    /// running instance verifies it. A store that only one instance uses is `session(id:)`.
+    func sessionToVerify(id: String) async throws -> Session?
 }
 
 extension SessionStore {
     public func releaseMemory() async {}
-    public func claimVerification(sessionID: String) async throws -> Bool { true }
+    public func sessionToVerify(id: String) async throws -> Session? { try await session(id: id) }
 }
 
 public enum StoreError: Error, Sendable, Equatable {

@@ -200,9 +200,10 @@ final class SessionService: Sendable {
 
     // MARK: - endings
 
-    /// Records Prove's answer. Does nothing if the session already ended.
-    func finish(sessionID: String, result: SessionResult) async throws {
-        let session = try await mutate(.id(sessionID)) { session, _ in
+    /// Records Prove's answer for `session` (as the verifier read it). Does nothing if the session already ended.
+    func finish(_ session: Session, result: SessionResult) async throws {
+        let sessionID = session.id
+        let session = try await mutate(.read(session)) { session, _ in
             guard !session.state.isTerminal else { return nil }
             session.result = result
             return [.result(result.outcome)]
@@ -265,17 +266,23 @@ final class SessionService: Sendable {
     private enum Lookup {
         case id(String)
         case linkKey(String)
+        /// As just read: tried first without reading it again.
+        case read(Session)
     }
 
     private func mutate(
         _ lookup: Lookup,
         _ change: (inout Session, Date) -> [SessionEvent.Kind]?
     ) async throws -> Session? {
+        var lookup = lookup
         while true {
             let stored: Session?
             switch lookup {
             case .id(let id): stored = try await store.session(id: id)
             case .linkKey(let key): stored = try await store.session(linkKey: key)
+            case .read(let session):
+                stored = session
+                lookup = .id(session.id)
             }
             guard let current = stored else { return nil }
             var session = current

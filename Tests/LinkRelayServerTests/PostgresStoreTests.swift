@@ -145,8 +145,8 @@ struct PostgresStoreTests {
         tapped.version += 1
         tapped.verificationPending = true
         #expect(try await a.update(tapped, expectedVersion: session.version, appending: [event]))
-        #expect(try await a.claimVerification(sessionID: "ses_1"), "a claim is kept by its holder")
-        #expect(try await !b.claimVerification(sessionID: "ses_1"))
+        #expect(try await a.sessionToVerify(id: "ses_1") != nil, "a claim is kept by its holder")
+        #expect(try await b.sessionToVerify(id: "ses_1") == nil)
         #expect(try await b.orphanedVerifications().isEmpty)
 
         // A stops saying it runs.
@@ -157,13 +157,13 @@ struct PostgresStoreTests {
             ).collect()
         }
         #expect(try await b.orphanedVerifications() == ["ses_1"])
-        #expect(try await b.claimVerification(sessionID: "ses_1"))
-        #expect(try await !a.claimVerification(sessionID: "ses_1"), "B runs and holds it now")
+        #expect(try await b.sessionToVerify(id: "ses_1") != nil)
+        #expect(try await a.sessionToVerify(id: "ses_1") == nil, "B runs and holds it now")
 
         // B leaves (shutdown): its claims are free at once.
         try await b.leave()
         try await a.heartbeat()
-        #expect(try await a.claimVerification(sessionID: "ses_1"))
+        #expect(try await a.sessionToVerify(id: "ses_1") != nil)
         try await a.close()
         try await b.close()
     }

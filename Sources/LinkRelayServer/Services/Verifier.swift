@@ -40,7 +40,8 @@ struct Verifier: Service {
         while !Task.isCancelled {
             let session: Session
             do {
-                guard let stored = try await service.store.session(id: sessionID) else { return }
+                // With several instances, only the one that holds the session's claim gets it.
+                guard let stored = try await service.store.sessionToVerify(id: sessionID) else { return }
                 session = stored
             } catch {
                 logger.error("Verifier could not read the session", metadata: ["error": "\(error)"])
@@ -51,13 +52,11 @@ struct Verifier: Service {
                 !session.isPastHold(at: service.clock.now())
             else { return }
             do {
-                // With several instances, the one that claimed the session asks Prove; the others leave it.
-                guard try await service.store.claimVerification(sessionID: sessionID) else { return }
                 let status = try await service.prove.unifyStatus(
                     UnifyStatusRequest(correlationId: session.correlationId, clientRequestId: session.clientRequestId),
                     deadline: service.deadline(for: session.expiresAt))
                 if let outcome = Outcome(proveSuccess: status.success) {
-                    try await service.finish(sessionID: sessionID, result: SessionResult(status, outcome: outcome))
+                    try await service.finish(session, result: SessionResult(status, outcome: outcome))
                     service.verifications.forget(sessionID)
                     return
                 }
@@ -69,7 +68,7 @@ struct Verifier: Service {
                 let reason = "Prove rejected unify-status with \(status)" + (body?.code.map { " (code \($0))" } ?? "")
                 logger.warning("Verification failed", metadata: ["reason": .string(reason)])
                 let result = SessionResult(outcome: .failed, success: "false", reason: reason)
-                try? await service.finish(sessionID: sessionID, result: result)
+                try? await service.finish(session, result: result)
                 service.verifications.forget(sessionID)
                 return
             } catch {

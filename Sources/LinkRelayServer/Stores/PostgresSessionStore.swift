@@ -148,19 +148,17 @@ final class PostgresSessionStore: SessionStore {
         return rows.count == 1
     }
 
-    /// Claims the session's verification for this instance: true when no other instance that is
-    /// still running holds it. The instance whose write landed the session holds it from that write
-    /// (`update`); a claim stays until the session ends or its instance is gone.
-    func claimVerification(sessionID: String) async throws -> Bool {
-        try await !client.query(
+    /// Claims the session's verification for this instance, and reads it: nil when no other instance
+    /// that is still running holds it. The instance whose write landed the session holds it from that
+    /// write (`update`); a claim stays until the session ends or its instance is gone.
+    func sessionToVerify(id: String) async throws -> Session? {
+        try await oneSession(
             """
             UPDATE linkrelay_sessions SET verifier = \(instanceID)
-            WHERE id = \(sessionID) AND (verifier IS NULL OR verifier = \(instanceID) OR verifier NOT IN (
+            WHERE id = \(id) AND (verifier IS NULL OR verifier = \(instanceID) OR verifier NOT IN (
                 SELECT id FROM linkrelay_instances WHERE seen_at > now() - make_interval(secs => \(Self.presumedGone))))
-            RETURNING 1
-            """,
-            logger: logger
-        ).collect().isEmpty
+            RETURNING data
+            """)
     }
 
     /// Says this instance is running; to be called every `heartbeat` seconds.
