@@ -197,6 +197,7 @@ struct PostgresStoreTests {
         var parts = try #require(URLComponents(string: base))
         parts.port = port
         let url = try #require(parts.string)
-        await #expect(throws: (any Error).self) { try await Self.open(url) }
+        let error = await #expect(throws: StoreUnreachable.self) { try await Self.open(url) }
+        #expect(error?.description == "PostgreSQL at 127.0.0.1:\(port) did not answer within 10 s")
     }
 }

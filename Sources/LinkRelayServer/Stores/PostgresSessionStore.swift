@@ -43,7 +43,9 @@ final class PostgresSessionStore: SessionStore {
             try await withTimeLimit(.seconds(10)) { try await store.migrate() }
         } catch {
             store.running.cancel()
-            throw error
+            guard error is StoreUnreachable else { throw error }
+            throw StoreUnreachable(
+                description: "PostgreSQL at \(url.host):\(url.port) did not answer within 10 s")
         }
         return store
     }
@@ -310,7 +312,7 @@ public struct PostgresURL: Sendable, Equatable {
 }
 
 struct StoreUnreachable: Error, CustomStringConvertible {
-    var description: String { "the store did not answer in time" }
+    var description = "the store did not answer in time"
 }
 
 /// Runs `body`, cancelling it and throwing `StoreUnreachable` once `limit` has passed.
