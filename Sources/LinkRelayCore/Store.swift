@@ -23,11 +23,19 @@ public protocol SessionStore: Sendable {
     /// The session, when this instance may ask Prove about it: nil when there is none, or while another
     /// running instance verifies it. A store that only one instance uses is `session(id:)`.
     func sessionToVerify(id: String) async throws -> Session?
+    /// Marks `key` as taken by a create running on this instance, so that the same key on another
+    /// instance does not start a second Prove flow meanwhile: false while another running instance
+    /// holds it. `releaseIdempotencyKey` ends the mark. A store that only one instance uses always
+    /// says yes (the instance itself lets concurrent repeats wait for the first).
+    func reserveIdempotencyKey(_ key: String) async throws -> Bool
+    func releaseIdempotencyKey(_ key: String) async throws
 }
 
 extension SessionStore {
     public func releaseMemory() async {}
     public func sessionToVerify(id: String) async throws -> Session? { try await session(id: id) }
+    public func reserveIdempotencyKey(_ key: String) async throws -> Bool { true }
+    public func releaseIdempotencyKey(_ key: String) async throws {}
 }
 
 public enum StoreError: Error, Sendable, Equatable {

@@ -48,7 +48,7 @@ final class SessionService: Sendable {
         // Concurrent repeats on this instance wait for the first one instead of starting a second flow.
         let (task, isNew) = inFlightCreates.withLock { tasks -> (Task<Session, any Error>, Bool) in
             if let running = tasks[key] { return (running, false) }
-            let task = Task { try await self.startSession(request, idempotencyKey: key) }
+            let task = Task { try await self.startReserved(request, idempotencyKey: key) }
             tasks[key] = task
             return (task, true)
         }
@@ -60,6 +60,27 @@ final class SessionService: Sendable {
                 throw Problem.conflict("A request with this Idempotency-Key is in progress; retry it.")
             }
             return try sameRequest(existing, request)
+        }
+    }
+
+    /// Starts the session under `key` once the store has reserved the key for this instance. While
+    /// another instance holds it, throws `duplicateIdempotencyKey` (the caller then answers with that
+    /// instance's session, or 409 while it is still being made).
+    private func startReserved(_ request: CreateSessionRequest, idempotencyKey key: String) async throws -> Session {
+        guard try await store.reserveIdempotencyKey(key) else { throw StoreError.duplicateIdempotencyKey }
+        do {
+            // Another instance may have made the session between the first look and the reservation.
+            let session: Session
+            if let existing = try await store.session(idempotencyKey: key) {
+                session = existing
+            } else {
+                session = try await startSession(request, idempotencyKey: key)
+            }
+            try? await store.releaseIdempotencyKey(key)
+            return session
+        } catch {
+            try? await store.releaseIdempotencyKey(key)
+            throw error
         }
     }
 

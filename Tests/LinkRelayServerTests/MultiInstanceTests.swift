@@ -254,12 +254,12 @@ struct MultiInstanceTests {
     func idempotencyAcrossInstances() async throws {
         let cluster = try await Self.start()
         defer { cluster.stop() }
-        func create(on base: String) async throws -> HTTPAnswer {
+        func create(on base: String, key: String = "order-42") async throws -> HTTPAnswer {
             try await TestRelay.fetch(
                 .POST, base + "/v1/sessions",
                 headers: [
                     ("Authorization", "Bearer \(TestRelay.apiKey)"), ("Content-Type", "application/json"),
-                    ("Idempotency-Key", "order-42"),
+                    ("Idempotency-Key", key),
                 ],
                 body: #"{"phoneNumber":"2001004014"}"#)
         }
@@ -269,6 +269,17 @@ struct MultiInstanceTests {
         #expect(again.status == 201)
         #expect(try again.json(Created.self).sessionId == first.json(Created.self).sessionId)
         #expect(try await cluster.links().count == 1, "one SMS")
+
+        // At the same moment on both: one starts the flow; the other answers with its session, or
+        // 409 (retry) while it is being made.
+        async let onA = create(on: cluster.a.base, key: "order-43")
+        async let onB = create(on: cluster.b.base, key: "order-43")
+        let answers = try await [onA, onB]
+        let made = try answers.filter { $0.status == 201 }.map { try $0.json(Created.self).sessionId }
+        #expect(!made.isEmpty)
+        #expect(Set(made).count == 1)
+        #expect(answers.allSatisfy { [201, 409].contains($0.status) })
+        #expect(try await cluster.links().count == 2, "one more SMS")
     }
 
     /// Runs `scripts/postgres-cluster.sh` with `arguments`; returns what it printed.

@@ -168,6 +168,28 @@ struct PostgresStoreTests {
         try await b.close()
     }
 
+    @Test("An Idempotency-Key reserved by a running instance is refused to another until released or gone")
+    func idempotencyReservations() async throws {
+        let url = try await TestPostgres.createDatabase()
+        let (a, b) = (try await Self.open(url), try await Self.open(url))
+        #expect(try await a.reserveIdempotencyKey("k"))
+        #expect(try await a.reserveIdempotencyKey("k"), "its own reservation is its to renew")
+        #expect(try await !b.reserveIdempotencyKey("k"))
+        try await a.releaseIdempotencyKey("k")
+        #expect(try await b.reserveIdempotencyKey("k"))
+        #expect(try await !a.reserveIdempotencyKey("k"))
+        // B stops saying it runs: its reservation no longer holds.
+        try await TestPostgres.withConnection(url) { connection in
+            _ = try await connection.query(
+                "UPDATE linkrelay_instances SET seen_at = now() - interval '1 minute' WHERE id = \(b.instanceID)",
+                logger: TestPostgres.logger
+            ).collect()
+        }
+        #expect(try await a.reserveIdempotencyKey("k"))
+        try await a.close()
+        try await b.close()
+    }
+
     @Test("Sessions past their hold by more than the grace are overdue; live and ended ones are not")
     func overdueSessions() async throws {
         let store = try await Self.open(try await TestPostgres.createDatabase())

@@ -40,7 +40,10 @@ final class PostgresSessionStore: SessionStore {
     static func open(url: PostgresURL, logger: Logger) async throws -> PostgresSessionStore {
         let store = PostgresSessionStore(url: url, logger: logger)
         do {
-            try await withTimeLimit(.seconds(10)) { try await store.migrate() }
+            try await withTimeLimit(.seconds(10)) {
+                try await store.migrate()
+                try await store.heartbeat()
+            }
         } catch {
             store.running.cancel()
             guard error is StoreUnreachable else { throw error }
@@ -61,6 +64,8 @@ final class PostgresSessionStore: SessionStore {
             """,
             // The instances that are running, each seen every `heartbeat` seconds.
             "CREATE TABLE linkrelay_instances (id text PRIMARY KEY, seen_at timestamptz NOT NULL)",
+            // Idempotency-Keys whose session an instance is making now.
+            "CREATE TABLE linkrelay_idempotency (key text PRIMARY KEY, instance text NOT NULL)",
             """
             CREATE INDEX linkrelay_sessions_live ON linkrelay_sessions (expires_at)
             WHERE state IN ('waiting', 'tapped')
@@ -161,6 +166,27 @@ final class PostgresSessionStore: SessionStore {
                 SELECT id FROM linkrelay_instances WHERE seen_at > now() - make_interval(secs => \(Self.presumedGone))))
             RETURNING data
             """)
+    }
+
+    /// A key another instance reserved is free once that instance is gone. This instance makes one
+    /// session per key at a time (`SessionService.create`), so a reservation of its own is its to renew.
+    func reserveIdempotencyKey(_ key: String) async throws -> Bool {
+        try await !client.query(
+            """
+            INSERT INTO linkrelay_idempotency (key, instance) VALUES (\(key), \(instanceID))
+            ON CONFLICT (key) DO UPDATE SET instance = excluded.instance
+            WHERE linkrelay_idempotency.instance = excluded.instance OR linkrelay_idempotency.instance NOT IN (
+                SELECT id FROM linkrelay_instances WHERE seen_at > now() - make_interval(secs => \(Self.presumedGone)))
+            RETURNING 1
+            """,
+            logger: logger
+        ).collect().isEmpty
+    }
+
+    func releaseIdempotencyKey(_ key: String) async throws {
+        _ = try await client.query(
+            "DELETE FROM linkrelay_idempotency WHERE key = \(key) AND instance = \(instanceID)", logger: logger
+        ).collect()
     }
 
     /// Says this instance is running; to be called every `heartbeat` seconds.
