@@ -7,9 +7,12 @@ import Testing
 
 /// Two real `linkrelay` processes on one PostgreSQL database, with Prove's sandbox as a process of
 /// its own: the phone lands on A, the desktop waits on B.
+///
+/// One test at a time: each starts three processes, and under ThreadSanitizer seven such tests at
+/// once kept the 2 cores so busy that connecting to PostgreSQL took longer than its timeout.
 @Suite(
     "Many instances on PostgreSQL", .enabled(if: TestPostgres.available, "LINKRELAY_TEST_POSTGRES_URL is not set"),
-    .timeLimit(.minutes(2)))
+    .serialized, .timeLimit(.minutes(2)))
 struct MultiInstanceTests {
     typealias Child = PersistenceTests.Child
 

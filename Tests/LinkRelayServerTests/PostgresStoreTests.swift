@@ -17,7 +17,7 @@ enum TestPostgres {
         let base = try #require(url)
         let name = "linkrelay_" + Secrets.token(length: 12).lowercased()
         try await withConnection(base) { connection in
-            try await connection.query("CREATE DATABASE \(unescaped: name)", logger: logger)
+            _ = try await connection.query("CREATE DATABASE \(unescaped: name)", logger: logger).collect()
         }
         var parts = try #require(URLComponents(string: base))
         parts.path = "/" + name
@@ -219,7 +219,10 @@ struct PostgresStoreTests {
         var parts = try #require(URLComponents(string: base))
         parts.port = port
         let url = try #require(parts.string)
-        let error = await #expect(throws: StoreUnreachable.self) { try await Self.open(url) }
-        #expect(error?.description == "PostgreSQL at 127.0.0.1:\(port) did not answer within 10 s")
+        let error = await #expect(throws: StoreUnreachable.self) {
+            try await PostgresSessionStore.open(
+                url: try PostgresURL(url), logger: TestPostgres.logger, limit: .seconds(2))
+        }
+        #expect(error?.description == "PostgreSQL at 127.0.0.1:\(port) did not answer within 2.0 seconds")
     }
 }

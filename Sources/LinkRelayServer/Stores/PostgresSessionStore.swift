@@ -36,11 +36,13 @@ final class PostgresSessionStore: SessionStore {
         self.logger = logger
     }
 
-    /// Connects and brings the schema up to date; throws when the database cannot be reached.
-    static func open(url: PostgresURL, logger: Logger) async throws -> PostgresSessionStore {
+    /// Connects and brings the schema up to date; throws when the database cannot be reached within `limit`.
+    static func open(url: PostgresURL, logger: Logger, limit: Duration = .seconds(30)) async throws
+        -> PostgresSessionStore
+    {
         let store = PostgresSessionStore(url: url, logger: logger)
         do {
-            try await withTimeLimit(.seconds(10)) {
+            try await withTimeLimit(limit) {
                 try await store.migrate()
                 try await store.heartbeat()
             }
@@ -48,7 +50,7 @@ final class PostgresSessionStore: SessionStore {
             store.running.cancel()
             guard error is StoreUnreachable else { throw error }
             throw StoreUnreachable(
-                description: "PostgreSQL at \(url.host):\(url.port) did not answer within 10 s")
+                description: "PostgreSQL at \(url.host):\(url.port) did not answer within \(limit)")
         }
         return store
     }
@@ -318,7 +320,6 @@ public struct PostgresURL: Sendable, Equatable {
         }
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
-        configuration.options.connectTimeout = .seconds(3)
         return configuration
     }
 
@@ -332,7 +333,6 @@ public struct PostgresURL: Sendable, Equatable {
         }
         var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
-        configuration.options.connectTimeout = .seconds(3)
         return configuration
     }
 }
