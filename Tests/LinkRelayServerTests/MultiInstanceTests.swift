@@ -46,6 +46,12 @@ struct MultiInstanceTests {
                 ? url.replacingOccurrences(of: hostA, with: hostB) : url.replacingOccurrences(of: hostB, with: hostA)
         }
 
+        /// A desktop's WebSocket for `created`, opened on the instance that did not create it.
+        func webSocketOnOther(_ created: Created) -> AsyncThrowingStream<WireEvent, any Error>.Iterator {
+            ChannelClient.webSocket(other(created.channel.websocket) + "?token=\(created.channel.token)")
+                .makeAsyncIterator()
+        }
+
         /// Every Instant Link the sandbox has sent, oldest first.
         func links() async throws -> [String] {
             let outbox = try await TestRelay.fetch(
@@ -104,8 +110,7 @@ struct MultiInstanceTests {
         let created = try await cluster.create()
         let token = created.channel.token
 
-        var socket = ChannelClient.webSocket(cluster.other(created.channel.websocket) + "?token=\(token)")
-            .makeAsyncIterator()
+        var socket = cluster.webSocketOnOther(created)
         #expect(try await socket.next()?.type == "waiting")
         var stream = ChannelClient.serverSentEvents(
             TestRelay.client, url: cluster.other(created.channel.events),
@@ -141,9 +146,7 @@ struct MultiInstanceTests {
         let cluster = try await Self.start()
         defer { cluster.stop() }
         let created = try await cluster.create()
-        var socket = ChannelClient.webSocket(
-            cluster.other(created.channel.websocket) + "?token=\(created.channel.token)"
-        ).makeAsyncIterator()
+        var socket = cluster.webSocketOnOther(created)
         #expect(try await socket.next()?.type == "waiting")
 
         // Both instances listen; ending every listening backend ends B's.
@@ -173,9 +176,7 @@ struct MultiInstanceTests {
         let cluster = try await Self.start()
         defer { cluster.stop() }
         let created = try await cluster.create()
-        var socket = ChannelClient.webSocket(
-            cluster.other(created.channel.websocket) + "?token=\(created.channel.token)"
-        ).makeAsyncIterator()
+        var socket = cluster.webSocketOnOther(created)
         #expect(try await socket.next()?.type == "waiting")
 
         // Prove holds A's question about the result; A dies while it waits.
@@ -218,9 +219,7 @@ struct MultiInstanceTests {
             let (opened, openedContinuation) = AsyncStream<Void>.makeStream()
             for session in created {
                 group.addTask {
-                    var socket = ChannelClient.webSocket(
-                        cluster.other(session.channel.websocket) + "?token=\(session.channel.token)"
-                    ).makeAsyncIterator()
+                    var socket = cluster.webSocketOnOther(session)
                     var events: [WireEvent] = []
                     if let first = try await socket.next() { events.append(first) }
                     openedContinuation.yield()
@@ -321,9 +320,7 @@ struct MultiInstanceTests {
         let cluster = try await Self.start(database: server.replacingOccurrences(of: "/postgres?", with: "/relays?"))
         defer { cluster.stop() }
         let created = try await cluster.create()
-        var socket = ChannelClient.webSocket(
-            cluster.other(created.channel.websocket) + "?token=\(created.channel.token)"
-        ).makeAsyncIterator()
+        var socket = cluster.webSocketOnOther(created)
         #expect(try await socket.next()?.type == "waiting")
 
         _ = try await Self.postgresCluster("down \(directory)")
