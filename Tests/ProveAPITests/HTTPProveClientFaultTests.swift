@@ -18,7 +18,7 @@ import Testing
             baseURL: baseURL,
             credentials: .init(clientID: "id", clientSecret: "secret"),
             httpClient: http,
-            retry: RetryPolicy(sleep: sleeper.sleep, random: { random }),
+            retry: RetryPolicy(attemptTimeout: .seconds(patientSeconds), sleep: sleeper.sleep, random: { random }),
             observer: observer,
             logger: quietLogger()
         )
@@ -53,7 +53,7 @@ import Testing
         let status = try await server.serve { baseURL in
             try await withHTTPClient { http in
                 try await makeClient(baseURL, http, sleeper: sleeper)
-                    .unifyStatus(.init(correlationId: "c-1"), deadline: deadline(30))
+                    .unifyStatus(.init(correlationId: "c-1"), deadline: deadline())
             }
         }
         #expect(status.success == "true")
@@ -72,7 +72,7 @@ import Testing
             try await withHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect {
-                    try await client.unifyStatus(.init(correlationId: "c-1"), deadline: deadline(120))
+                    try await client.unifyStatus(.init(correlationId: "c-1"), deadline: deadline())
                 } throws: { error in
                     guard case ProveClientError.unavailable = error else { return false }
                     return true
@@ -90,7 +90,7 @@ import Testing
         let status = try await server.serve { baseURL in
             try await withHTTPClient { http in
                 try await makeClient(baseURL, http, sleeper: sleeper, observer: observer, random: 0.999)
-                    .unifyStatus(.init(correlationId: "c-1"), deadline: deadline(30))
+                    .unifyStatus(.init(correlationId: "c-1"), deadline: deadline())
             }
         }
         #expect(status.success == "true")
@@ -116,7 +116,7 @@ import Testing
             try await withHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect {
-                    try await client.unifyStatus(.init(correlationId: "c-1"), deadline: deadline(30))
+                    try await client.unifyStatus(.init(correlationId: "c-1"), deadline: deadline())
                 } throws: { error in
                     guard case ProveClientError.unavailable = error else { return false }
                     return true
@@ -141,7 +141,7 @@ import Testing
                         body: .init(code: 8001, message: "correlationId is required")
                     )
                 ) {
-                    try await client.unifyStatus(.init(correlationId: ""), deadline: deadline(30))
+                    try await client.unifyStatus(.init(correlationId: ""), deadline: deadline())
                 }
             }
         }
@@ -158,7 +158,7 @@ import Testing
                 await #expect(throws: ProveClientError.rejected(status: 404, body: nil)) {
                     try await client.unifyBind(
                         .init(correlationId: "c", phoneNumber: "2001004014"),
-                        deadline: deadline(30)
+                        deadline: deadline()
                     )
                 }
             }
@@ -175,7 +175,7 @@ import Testing
                 await #expect(
                     throws: ProveClientError.rejected(status: 403, body: .init(code: 8003, message: "forbidden"))
                 ) {
-                    try await client.unifyStatus(.init(correlationId: "c"), deadline: deadline(30))
+                    try await client.unifyStatus(.init(correlationId: "c"), deadline: deadline())
                 }
             }
         }
@@ -193,7 +193,7 @@ import Testing
                 await #expect(
                     throws: ProveClientError.rejected(status: 401, body: .init(code: 8002, message: "not authorized"))
                 ) {
-                    try await client.unifyStatus(.init(correlationId: "c"), deadline: deadline(30))
+                    try await client.unifyStatus(.init(correlationId: "c"), deadline: deadline())
                 }
             }
         }
@@ -210,7 +210,7 @@ import Testing
                 await #expect {
                     try await client.unify(
                         UnifyRequest(possessionType: "desktop", clientRequestId: "r", phoneNumber: "2001004014"),
-                        deadline: deadline(30)
+                        deadline: deadline()
                     )
                 } throws: { error in
                     guard case ProveClientError.unavailable = error else { return false }

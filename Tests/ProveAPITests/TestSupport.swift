@@ -105,9 +105,16 @@ func sandboxClient(
     logger: Logger = quietLogger(),
     now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
 ) -> HTTPProveClient {
-    HTTPProveClient(baseURL: baseURL, credentials: credentials, httpClient: http, logger: logger, now: now)
+    HTTPProveClient(
+        baseURL: baseURL, credentials: credentials, httpClient: http,
+        retry: RetryPolicy(attemptTimeout: .seconds(patientSeconds)), logger: logger, now: now)
 }
 
-func deadline(_ seconds: Double = 10, now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant {
+/// Deadlines and attempt timeouts for tests that are not about time: only a hang reaches them, never a
+/// loaded machine (under ThreadSanitizer, with every suite running at once, a loopback call has taken
+/// over 10 s).
+let patientSeconds: Double = 120
+
+func deadline(_ seconds: Double = patientSeconds, now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant {
     now + .milliseconds(Int(seconds * 1000))
 }

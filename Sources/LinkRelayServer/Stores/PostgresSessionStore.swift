@@ -32,7 +32,8 @@ final class PostgresSessionStore: SessionStore {
 
     private init(url: PostgresURL, logger: Logger) {
         self.client = PostgresClient(configuration: url.clientConfiguration, backgroundLogger: logger)
-        self.running = Task { [client] in await client.run() }
+        // `immediate`: `run()` has begun when `init` returns, so the first lease does not find the pool idle.
+        self.running = Task.immediate { [client] in await client.run() }
         self.logger = logger
     }
 
@@ -318,9 +319,8 @@ public struct PostgresURL: Sendable, Equatable {
         case .prefer: tls = .prefer(.makeClientConfiguration())
         case .require: tls = .require(.makeClientConfiguration())
         }
-        var configuration = PostgresClient.Configuration(
+        return PostgresClient.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
-        return configuration
     }
 
     /// For a connection of its own (the listener's).
@@ -331,9 +331,8 @@ public struct PostgresURL: Sendable, Equatable {
         case .prefer: tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
         case .require: tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
         }
-        var configuration = PostgresConnection.Configuration(
+        return PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
-        return configuration
     }
 }
 
