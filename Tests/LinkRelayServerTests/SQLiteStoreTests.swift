@@ -232,4 +232,33 @@ extension SQLiteStoreTests {
         }
         try await store.close()
     }
+
+    /// The checkpointer, not a commit, copies the WAL into the database file, so no write waits for
+    /// that copy and its fsyncs. SQLite's own rule would have a commit do it at 1,000 WAL pages.
+    @Test("Commits leave the WAL to the checkpointer, after which the database file alone holds every session")
+    func checkpointer() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("relay.sqlite").path
+        let store = try await SQLiteSessionStore.open(
+            path: path, logger: Logger(label: "test"), checkpointInterval: nil)
+        let count = 1500
+        for index in 0..<count {
+            let session = Self.session(index)
+            try await store.insert(
+                session, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
+        }
+        let (walPages, copied) = try await store.checkpoint()
+        #expect(walPages > 1000, "no commit checkpointed on its own")
+        #expect(copied == walPages)
+
+        // The database file without its WAL, as a backup that copies only it would have it.
+        let copy = directory.appendingPathComponent("copy.sqlite").path
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        let reopened = try await SQLiteConnection.open(storage: .file(path: copy))
+        let rows = try await reopened.query("SELECT count(*) AS n FROM sessions")
+        #expect(rows.first?.column("n")?.integer == count)
+        try await reopened.close()
+        try await store.close()
+    }
 }

@@ -15,6 +15,10 @@ import SQLiteNIO
 /// connection's thread pool, and statements running at once share one read transaction: a read that
 /// overlapped a longer one saw the data as it was before a commit that came first.
 ///
+/// The WAL is copied into the database file (a checkpoint) by a connection on a thread of its own,
+/// every `checkpointInterval`. Left to SQLite, the commit that takes the WAL past 1,000 pages does it,
+/// and that commit, with every write queued behind it, waits for the copy and its two fsyncs.
+///
 /// Sessions are also kept in memory as last committed, with their events: every live one (waiting or
 /// tapped) and the last 2,048 that ended, for one to two rounds of `releaseMemory`. So the reads of a
 /// landing, a verification and a channel (a session by id or link key, and the events a long-poll asks
@@ -27,24 +31,48 @@ final class SQLiteSessionStore: SessionStore {
     static let liveCapacity = 100_000
     /// How many of the sessions that ended last are kept in memory too.
     static let endedCapacity = 2048
+    static let checkpointInterval: Duration = .seconds(1)
+    /// Should the checkpointer fall behind, the commit that takes the WAL past this many pages (40 MiB)
+    /// checkpoints after all.
+    static let backstopCheckpointPages = 10_000
 
     private let writer: SQLiteConnection
     private let readers: [(connection: SQLiteConnection, lock: AsyncMutex)]
+    private let checkpointer: SQLiteConnection
+    private let checkpointThread: NIOThreadPool
+    private let checkpointing: Task<Void, Never>
     private let nextReader = Locked(0)
     private let writeLock = AsyncMutex()
     private let cache = Locked(SessionCache(liveCapacity: liveCapacity, endedCapacity: endedCapacity))
     private let decoder = JSONDecoder()
 
-    private init(writer: SQLiteConnection, readers: [SQLiteConnection]) {
+    private init(
+        writer: SQLiteConnection, readers: [SQLiteConnection], checkpointer: SQLiteConnection,
+        checkpointThread: NIOThreadPool, checkpointInterval: Duration?
+    ) {
         self.writer = writer
         self.readers = readers.map { ($0, AsyncMutex()) }
+        self.checkpointer = checkpointer
+        self.checkpointThread = checkpointThread
+        self.checkpointing = Task { [checkpointer] in
+            guard let checkpointInterval else { return }
+            while (try? await Task.sleep(for: checkpointInterval)) != nil {
+                _ = try? await Self.checkpoint(checkpointer)
+            }
+        }
     }
 
-    static func open(path: String, logger: Logger) async throws -> SQLiteSessionStore {
+    /// `checkpointInterval` nil: no checkpoints but those asked for (`checkpoint()`).
+    static func open(path: String, logger: Logger, checkpointInterval: Duration? = checkpointInterval) async throws
+        -> SQLiteSessionStore
+    {
         let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         // `synchronous=NORMAL` in WAL mode keeps every commit across a process crash (kill -9);
         // only an operating-system crash or power loss can lose the newest commits.
-        for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000"] {
+        for pragma in [
+            "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
+            "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)",
+        ] {
             _ = try await writer.query(pragma)
         }
         try await migrate(writer)
@@ -54,7 +82,27 @@ final class SQLiteSessionStore: SessionStore {
             _ = try await reader.query("PRAGMA busy_timeout=5000")
             readers.append(reader)
         }
-        return SQLiteSessionStore(writer: writer, readers: readers)
+        let checkpointThread = NIOThreadPool(numberOfThreads: 1)
+        checkpointThread.start()
+        let checkpointer = try await SQLiteConnection.open(
+            storage: .file(path: path), threadPool: checkpointThread, logger: logger,
+            on: MultiThreadedEventLoopGroup.singleton.any())
+        _ = try await checkpointer.query("PRAGMA busy_timeout=5000")
+        return SQLiteSessionStore(
+            writer: writer, readers: readers, checkpointer: checkpointer, checkpointThread: checkpointThread,
+            checkpointInterval: checkpointInterval)
+    }
+
+    /// Copies what it can of the WAL into the database file, waiting for no reader or writer; returns
+    /// the WAL's pages and how many of them are now in the file.
+    @discardableResult
+    func checkpoint() async throws -> (walPages: Int, copied: Int) {
+        try await Self.checkpoint(checkpointer)
+    }
+
+    private static func checkpoint(_ connection: SQLiteConnection) async throws -> (walPages: Int, copied: Int) {
+        let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first
+        return (row?.column("log")?.integer ?? 0, row?.column("checkpointed")?.integer ?? 0)
     }
 
     /// The schema's versions, in order: each brings the file from the one before. A new file gets them all.
@@ -195,6 +243,10 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     func close() async throws {
+        checkpointing.cancel()
+        await checkpointing.value
+        try await checkpointer.close()
+        try await checkpointThread.shutdownGracefully()
         for reader in readers { try await reader.connection.close() }
         try await writer.close()
     }
