@@ -235,22 +235,39 @@ extension SQLiteStoreTests {
 
     /// The checkpointer, not a commit, copies the WAL into the database file, so no write waits for
     /// that copy and its fsyncs. SQLite's own rule would have a commit do it at 1,000 WAL pages.
-    @Test("Commits leave the WAL to the checkpointer, after which the database file alone holds every session")
+    @Test(
+        "Commits leave the WAL to the checkpointer, which starts it over; the database file alone then holds every session"
+    )
     func checkpointer() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("relay.sqlite").path
         let store = try await SQLiteSessionStore.open(
             path: path, logger: Logger(label: "test"), checkpointInterval: nil)
-        let count = 1500
-        for index in 0..<count {
+        func insert(_ index: Int) async throws {
             let session = Self.session(index)
             try await store.insert(
                 session, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
         }
+        for index in 0..<1500 { try await insert(index) }
+        // Writes go on while it copies, as under load.
+        let stop = Locked(false)
+        let writing = Task {
+            var index = 1500
+            while !stop.withLock({ $0 }) {
+                try await insert(index)
+                index += 1
+            }
+            return index
+        }
         let (walPages, copied) = try await store.checkpoint()
-        #expect(walPages > 1000, "no commit checkpointed on its own")
+        stop.withLock { $0 = true }
+        let count = try await writing.value
+        #expect(walPages > SQLiteSessionStore.restartPages, "no commit checkpointed on its own")
         #expect(copied == walPages)
+        #expect(
+            try await store.checkpoint().walPages < SQLiteSessionStore.restartPages,
+            "the writes after the checkpoint started the WAL over")
 
         // The database file without its WAL, as a backup that copies only it would have it.
         let copy = directory.appendingPathComponent("copy.sqlite").path

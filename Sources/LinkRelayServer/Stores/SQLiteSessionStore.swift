@@ -17,7 +17,8 @@ import SQLiteNIO
 ///
 /// The WAL is copied into the database file (a checkpoint) by a connection on a thread of its own,
 /// every `checkpointInterval`. Left to SQLite, the commit that takes the WAL past 1,000 pages does it,
-/// and that commit, with every write queued behind it, waits for the copy and its two fsyncs.
+/// and that commit, with every write queued behind it, waits for the copy and its two fsyncs. See
+/// `checkpoint()` for how the WAL still starts over.
 ///
 /// Sessions are also kept in memory as last committed, with their events: every live one (waiting or
 /// tapped) and the last 2,048 that ended, for one to two rounds of `releaseMemory`. So the reads of a
@@ -32,9 +33,11 @@ final class SQLiteSessionStore: SessionStore {
     /// How many of the sessions that ended last are kept in memory too.
     static let endedCapacity = 2048
     static let checkpointInterval: Duration = .seconds(1)
-    /// Should the checkpointer fall behind, the commit that takes the WAL past this many pages (40 MiB)
+    /// A WAL this long (SQLite's own threshold) is made to start over: see `checkpoint()`.
+    static let restartPages = 1000
+    /// Should the checkpointer fall behind, the commit that takes the WAL past this many pages (80 MiB)
     /// checkpoints after all.
-    static let backstopCheckpointPages = 10_000
+    static let backstopCheckpointPages = 20_000
 
     private let writer: SQLiteConnection
     private let readers: [(connection: SQLiteConnection, lock: AsyncMutex)]
@@ -42,7 +45,7 @@ final class SQLiteSessionStore: SessionStore {
     private let checkpointThread: NIOThreadPool
     private let checkpointing: Task<Void, Never>
     private let nextReader = Locked(0)
-    private let writeLock = AsyncMutex()
+    private let writeLock: AsyncMutex
     private let cache = Locked(SessionCache(liveCapacity: liveCapacity, endedCapacity: endedCapacity))
     private let decoder = JSONDecoder()
 
@@ -50,14 +53,16 @@ final class SQLiteSessionStore: SessionStore {
         writer: SQLiteConnection, readers: [SQLiteConnection], checkpointer: SQLiteConnection,
         checkpointThread: NIOThreadPool, checkpointInterval: Duration?
     ) {
+        let writeLock = AsyncMutex()
         self.writer = writer
+        self.writeLock = writeLock
         self.readers = readers.map { ($0, AsyncMutex()) }
         self.checkpointer = checkpointer
         self.checkpointThread = checkpointThread
-        self.checkpointing = Task { [checkpointer] in
+        self.checkpointing = Task {
             guard let checkpointInterval else { return }
             while (try? await Task.sleep(for: checkpointInterval)) != nil {
-                _ = try? await Self.checkpoint(checkpointer)
+                _ = try? await Self.checkpoint(checkpointer, writeLock: writeLock)
             }
         }
     }
@@ -93,16 +98,27 @@ final class SQLiteSessionStore: SessionStore {
             checkpointInterval: checkpointInterval)
     }
 
-    /// Copies what it can of the WAL into the database file, waiting for no reader or writer; returns
-    /// the WAL's pages and how many of them are now in the file.
+    /// Copies the WAL into the database file; returns the WAL's pages and how many of them are now in the file.
+    ///
+    /// The copy runs while writes go on. But the WAL starts over only at a write that finds all of it
+    /// copied, and under load a write always lands while the copy runs. So once the WAL has
+    /// `restartPages`, writes wait while what was appended meanwhile is copied too, a few milliseconds
+    /// (SQLite's `RESTART`), and the next write starts the WAL over.
     @discardableResult
     func checkpoint() async throws -> (walPages: Int, copied: Int) {
-        try await Self.checkpoint(checkpointer)
+        try await Self.checkpoint(checkpointer, writeLock: writeLock)
     }
 
-    private static func checkpoint(_ connection: SQLiteConnection) async throws -> (walPages: Int, copied: Int) {
-        let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first
-        return (row?.column("log")?.integer ?? 0, row?.column("checkpointed")?.integer ?? 0)
+    private static func checkpoint(_ connection: SQLiteConnection, writeLock: AsyncMutex) async throws
+        -> (walPages: Int, copied: Int)
+    {
+        func run(_ mode: String) async throws -> (walPages: Int, copied: Int) {
+            let row = try await connection.query("PRAGMA wal_checkpoint(\(mode))").first
+            return (row?.column("log")?.integer ?? 0, row?.column("checkpointed")?.integer ?? 0)
+        }
+        let copied = try await run("PASSIVE")
+        guard copied.walPages >= restartPages else { return copied }
+        return try await writeLock.withLock { try await run("RESTART") }
     }
 
     /// The schema's versions, in order: each brings the file from the one before. A new file gets them all.
