@@ -51,7 +51,7 @@ final class SQLiteSessionStore: SessionStore {
 
     private init(
         writer: SQLiteConnection, readers: [SQLiteConnection], checkpointer: SQLiteConnection,
-        checkpointThread: NIOThreadPool, checkpointInterval: Duration?
+        checkpointThread: NIOThreadPool, checkpointInterval: Duration?, logger: Logger
     ) {
         let writeLock = AsyncMutex()
         self.writer = writer
@@ -61,8 +61,17 @@ final class SQLiteSessionStore: SessionStore {
         self.checkpointThread = checkpointThread
         self.checkpointing = Task {
             guard let checkpointInterval else { return }
+            var failing = false
             while (try? await Task.sleep(for: checkpointInterval)) != nil {
-                _ = try? await Self.checkpoint(checkpointer, writeLock: writeLock)
+                do {
+                    try await Self.checkpoint(checkpointer, writeLock: writeLock)
+                    if failing { logger.notice("SQLite checkpoints work again") }
+                    failing = false
+                } catch {
+                    // Once per run of failures: until one works, commits checkpoint at the backstop.
+                    if !failing { logger.warning("SQLite checkpoint failed", metadata: ["error": "\(error)"]) }
+                    failing = true
+                }
             }
         }
     }
@@ -95,7 +104,7 @@ final class SQLiteSessionStore: SessionStore {
         _ = try await checkpointer.query("PRAGMA busy_timeout=5000")
         return SQLiteSessionStore(
             writer: writer, readers: readers, checkpointer: checkpointer, checkpointThread: checkpointThread,
-            checkpointInterval: checkpointInterval)
+            checkpointInterval: checkpointInterval, logger: logger)
     }
 
     /// Copies the WAL into the database file; returns the WAL's pages and how many of them are now in the file.
@@ -109,6 +118,7 @@ final class SQLiteSessionStore: SessionStore {
         try await Self.checkpoint(checkpointer, writeLock: writeLock)
     }
 
+    @discardableResult
     private static func checkpoint(_ connection: SQLiteConnection, writeLock: AsyncMutex) async throws
         -> (walPages: Int, copied: Int)
     {
