@@ -327,6 +327,7 @@ struct MultiInstanceTests {
         #expect(await cluster.b.child.waitFor("PostgreSQL listen connection lost"))
         let ready = try await TestRelay.fetch(.GET, cluster.b.base + "/readyz")
         #expect(ready.status == 503)
+        #expect(try await TestRelay.fetch(.HEAD, cluster.b.base + "/readyz").status == 503)
 
         _ = try await Self.postgresCluster("up \(directory)")
         #expect(await cluster.b.child.waitFor("Listening to other instances' events"))

@@ -58,11 +58,9 @@ struct LandingController {
 
     /// The GET's status and headers, without a body and without changing anything.
     @Sendable func head(_ request: Request, context: RelayContext) async throws -> Response {
-        var response = try await landing(request, context) { key, parameters in
+        try await landing(request, context) { key, parameters in
             page(for: try await service.inspectLanding(linkKey: key, parameters: parameters), parameters, request)
-        }
-        response.body = .init()
-        return response
+        }.withoutBody()
     }
 
     /// The confirm page's buttons: `choice=confirm` counts as the tap, `choice=reject` ends the session.

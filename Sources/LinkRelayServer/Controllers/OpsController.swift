@@ -11,19 +11,11 @@ struct OpsController {
     var listener: PostgresListener?
 
     func addRoutes(to router: Router<RelayContext>) {
+        // HEAD too, for the health checks that send it: the same status, no body.
         router.get("healthz") { _, _ in Self.text("ok\n") }
-        router.get("readyz") { _, _ -> Response in
-            if draining.isDraining { return Self.text("draining\n", status: .serviceUnavailable) }
-            if let listener, !listener.isListening {
-                return Self.text("not listening to other instances\n", status: .serviceUnavailable)
-            }
-            do {
-                try await service.store.ping()
-                return Self.text("ready\n")
-            } catch {
-                return Self.text("store unreachable\n", status: .serviceUnavailable)
-            }
-        }
+        router.head("healthz") { _, _ in Self.text("ok\n").withoutBody() }
+        router.get("readyz") { _, _ in await readiness() }
+        router.head("readyz") { _, _ in await readiness().withoutBody() }
         router.get("metrics") { _, _ -> Response in
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
@@ -33,6 +25,19 @@ struct OpsController {
             Response(
                 status: .ok, headers: [.contentType: "text/css; charset=utf-8", .cacheControl: "max-age=300"],
                 body: .init(byteBuffer: ByteBuffer(string: pages.stylesheet)))
+        }
+    }
+
+    private func readiness() async -> Response {
+        if draining.isDraining { return Self.text("draining\n", status: .serviceUnavailable) }
+        if let listener, !listener.isListening {
+            return Self.text("not listening to other instances\n", status: .serviceUnavailable)
+        }
+        do {
+            try await service.store.ping()
+            return Self.text("ready\n")
+        } catch {
+            return Self.text("store unreachable\n", status: .serviceUnavailable)
         }
     }
 
@@ -50,4 +55,13 @@ final class Draining: Sendable {
     var isDraining: Bool { flag.load(ordering: .relaxed) }
 
     func start() { flag.store(true, ordering: .relaxed) }
+}
+
+extension Response {
+    /// The answer to a HEAD: this one's status and headers, no body.
+    func withoutBody() -> Response {
+        var response = self
+        response.body = .init()
+        return response
+    }
 }
