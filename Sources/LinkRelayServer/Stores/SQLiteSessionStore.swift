@@ -68,6 +68,7 @@ final class SQLiteSessionStore: SessionStore {
                     if failing { logger.notice("SQLite checkpoints work again") }
                     failing = false
                 } catch {
+                    if Task.isCancelled { return }  // the store is closing
                     // Once per run of failures: until one works, commits checkpoint at the backstop.
                     if !failing { logger.warning("SQLite checkpoint failed", metadata: ["error": "\(error)"]) }
                     failing = true
