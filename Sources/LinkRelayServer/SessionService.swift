@@ -68,20 +68,19 @@ final class SessionService: Sendable {
     /// instance's session, or 409 while it is still being made).
     private func startReserved(_ request: CreateSessionRequest, idempotencyKey key: String) async throws -> Session {
         guard try await store.reserveIdempotencyKey(key) else { throw StoreError.duplicateIdempotencyKey }
+        let outcome: Result<Session, any Error>
         do {
             // Another instance may have made the session between the first look and the reservation.
-            let session: Session
             if let existing = try await store.session(idempotencyKey: key) {
-                session = existing
+                outcome = .success(existing)
             } else {
-                session = try await startSession(request, idempotencyKey: key)
+                outcome = .success(try await startSession(request, idempotencyKey: key))
             }
-            try? await store.releaseIdempotencyKey(key)
-            return session
         } catch {
-            try? await store.releaseIdempotencyKey(key)
-            throw error
+            outcome = .failure(error)
         }
+        try? await store.releaseIdempotencyKey(key)
+        return try outcome.get()
     }
 
     private func sameRequest(_ session: Session, _ request: CreateSessionRequest) throws -> Session {
