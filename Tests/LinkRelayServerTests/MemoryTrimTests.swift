@@ -35,6 +35,19 @@ struct MemoryTrimTests {
         blocks = []
     }
 
+    @Test(
+        "Blocks of 512 KiB still get their own mappings after a 4 MiB one was freed",
+        .enabled(if: MemoryTrim.mallopt != nil && !underThreadSanitizer))
+    func thresholdsStayFixed() throws {
+        #expect(MemoryTrim.fixThresholds())
+        // Left to itself, glibc would now cut blocks of up to 4 MiB from its heaps.
+        free(malloc(4 * 1024 * 1024))
+        let block = try #require(malloc(512 * 1024))
+        defer { free(block) }
+        // glibc's chunk header, just before the block: the size's bit of value 2 (IS_MMAPPED) marks a mapping of its own.
+        #expect((block - 8).load(as: UInt.self) & 2 != 0)
+    }
+
     @Test("The expiry queue forgets sessions that ended: never due, and dropped by compact")
     func expiryQueueCompaction() {
         let queue = ExpiryQueue()

@@ -16,16 +16,36 @@ struct MemoryTrim: Service {
     var release: @Sendable () async -> Void = {}
 
     /// glibc's `malloc_trim`, or nil where there is none (`malloc.h` is not in Swift's Glibc module).
-    static let trim: (@convention(c) (Int) -> Int32)? = {
+    static let trim = glibc("malloc_trim", as: (@convention(c) (Int) -> Int32).self)
+    /// glibc's `mallopt`, or nil where there is none.
+    static let mallopt = glibc("mallopt", as: (@convention(c) (Int32, Int32) -> Int32).self)
+
+    /// The size from which glibc gives a block its own mapping, and the free room at the top of a
+    /// heap from which it gives memory back at once: both glibc's starting value.
+    static let threshold: Int32 = 128 * 1024
+
+    /// Keeps glibc's thresholds at `threshold`. Left alone, glibc raises its mmap threshold to the
+    /// largest mapped block freed so far (up to 32 MiB) and its trim threshold to twice that, so after
+    /// a burst, large blocks (a grown dictionary, a long answer) are cut from the heaps, and small
+    /// blocks that live on are later placed in the holes they leave, which keeps those pages resident.
+    /// A 20,000-session soak ended about 1.5 MiB lower (README, Performance). Returns whether glibc took both.
+    @discardableResult
+    static func fixThresholds() -> Bool {
+        guard let mallopt else { return false }
+        // M_TRIM_THRESHOLD is -1 and M_MMAP_THRESHOLD -3 in glibc's malloc.h.
+        return mallopt(-3, threshold) == 1 && mallopt(-1, threshold) == 1
+    }
+
+    private static func glibc<Function>(_ name: String, as type: Function.Type) -> Function? {
         #if canImport(Glibc)
-            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "malloc_trim") else { return nil }
-            return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+            dlsym(dlopen(nil, RTLD_NOW), name).map { unsafeBitCast($0, to: type) }
         #else
-            return nil
+            nil
         #endif
-    }()
+    }
 
     func run() async throws {
+        Self.fixThresholds()
         try? await cancelWhenGracefulShutdown {
             while true {
                 try await Task.sleep(for: interval)
