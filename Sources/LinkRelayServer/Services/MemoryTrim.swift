@@ -10,7 +10,8 @@ import ServiceLifecycle
 /// glibc keeps what a burst of channels or sessions freed inside its heaps, so the relay's resident
 /// memory stayed at its peak long after the load was gone (190 MiB after 5,000 long-polls had
 /// finished, against 41 MiB idle); `malloc_trim` releases the free pages (77 MiB). It takes a few
-/// milliseconds on one thread, off the event loops.
+/// milliseconds on one thread, off the event loops. At start it keeps glibc's thresholds fixed
+/// (`fixThresholds`).
 struct MemoryTrim: Service {
     var interval: Duration = .seconds(30)
     var release: @Sendable () async -> Void = {}
