@@ -11,9 +11,11 @@ Prints the p50, min and max of each, in ms.
 
 Needs: pip install aiohttp.
 """
-import argparse, asyncio, socket, time, uuid
+import argparse, asyncio, socket, time
 
 import aiohttp
+
+from waiters import Relay
 
 
 async def main():
@@ -24,23 +26,12 @@ async def main():
     p.add_argument("--phone", default="2001004014")
     a = p.parse_args()
     host, port = a.base.split("://", 1)[1].split(":")
-    headers = {"Authorization": f"Bearer {a.api_key}"}
     loop = asyncio.get_running_loop()
     timings = {"landing": [], "tapped": [], "result": []}
     async with aiohttp.ClientSession() as http:
-        sessions = []
-        for _ in range(a.n):
-            body = {"phoneNumber": a.phone, "clientRequestId": f"probe-{uuid.uuid4().hex[:12]}"}
-            async with http.post(f"{a.base}/v1/sessions", json=body, headers=headers) as r:
-                sessions.append(await r.json())
-        async with http.get(f"{a.base}/sandbox/outbox", params={"phoneNumber": a.phone}) as r:
-            messages = (await r.json())["messages"]
-        by_target = {s["finalTargetUrl"]: s for s in sessions}
-        for m in messages:  # the phone's visit to Prove, whose redirect is the landing
-            async with http.get(m["link"], allow_redirects=False) as r:
-                landing = r.headers.get("Location", "")
-            if (s := by_target.get(landing.split("?")[0])) is not None:
-                s["landing"] = landing.split(f":{port}", 1)[1]
+        a.sandbox = ""  # the relay's embedded sandbox
+        sessions = [w["session"] | {"landing": w["landing"].split(f":{port}", 1)[1]}
+                    for w in await Relay(a, http).prepare(a.n)]
         for s in sessions:
             channel = s["channel"]
             async with http.ws_connect(f"{channel['websocket']}?token={channel['token']}") as ws:
