@@ -80,10 +80,19 @@ struct PostgresStoreTests {
         #expect(try await store.events(sessionID: "ses_1", after: 1) == [event])
         #expect(try await store.activeSessions().map(\.id) == ["ses_1"])
 
-        var ended = tapped
+        // A change without events (a second landing of a tapped session) is written as well.
+        var seen = tapped
+        seen.seenAuthIds.append("auth-2")
+        seen.version += 1
+        #expect(try await store.update(seen, expectedVersion: tapped.version, appending: []))
+        #expect(try await !store.update(seen, expectedVersion: tapped.version, appending: []))
+        #expect(try await store.session(id: "ses_1") == seen)
+        #expect(try await store.events(sessionID: "ses_1", after: 0) == [waiting, event])
+
+        var ended = seen
         let cancelled = ended.record(.cancelled(), at: Date())
         ended.version += 1
-        #expect(try await store.update(ended, expectedVersion: tapped.version, appending: [cancelled]))
+        #expect(try await store.update(ended, expectedVersion: seen.version, appending: [cancelled]))
         #expect(try await store.activeSessions().isEmpty)
         try await store.close()
     }

@@ -112,7 +112,7 @@ final class PostgresSessionStore: SessionStore {
     func insert(_ session: Session, event: SessionEvent) async throws {
         do {
             // A statement's error arrives with its rows: reading them is what waits for the commit.
-            _ = try await rows(InsertSession(session: session, event: event))
+            _ = try await all(InsertSession(session: session, event: event))
         } catch let error as PSQLError
             where error.serverInfo?[.sqlState] == "23505"
             && error.serverInfo?[.constraintName]?.contains("idempotency") == true
@@ -124,7 +124,7 @@ final class PostgresSessionStore: SessionStore {
     func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool {
         let statement = UpdateSession(
             session: session, expectedVersion: expectedVersion, events: events, instanceID: instanceID)
-        return try await rows(statement).count == 1
+        return try await all(statement).count == 1
     }
 
     /// Claims the session's verification for this instance, and reads it: nil when no other instance
@@ -204,7 +204,7 @@ final class PostgresSessionStore: SessionStore {
     }
 
     func events(sessionID: String, after: Int) async throws -> [SessionEvent] {
-        try await rows(EventsAfter(sessionID: sessionID, after: after)).map {
+        try await all(EventsAfter(sessionID: sessionID, after: after)).map {
             try decoder.decode(SessionEvent.self, from: Data($0.utf8))
         }
     }
@@ -245,11 +245,11 @@ final class PostgresSessionStore: SessionStore {
     }
 
     private func sessions<Statement: StoredText>(_ statement: Statement) async throws -> [Session] {
-        try await rows(statement).map { try decoder.decode(Session.self, from: Data($0.utf8)) }
+        try await all(statement).map { try decoder.decode(Session.self, from: Data($0.utf8)) }
     }
 
-    private func rows<Statement: StoredText>(_ statement: Statement) async throws -> [String] {
-        var rows: [String] = []
+    private func all<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [Statement.Row] {
+        var rows: [Statement.Row] = []
         for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
         return rows
     }
@@ -260,11 +260,18 @@ final class PostgresSessionStore: SessionStore {
 // PostgreSQL then parses and plans each of them once per pooled connection instead of at every
 // call: at 500 taps/s across two instances that was a third of its CPU.
 
-/// A prepared statement whose rows are one text column (or that returns none that matter).
+/// A prepared statement whose rows are one text column.
 private protocol StoredText: PostgresPreparedStatement where Row == String {}
 
 extension StoredText {
     func decodeRow(_ row: PostgresRow) throws -> String { try row.decode(String.self) }
+}
+
+/// A write: only how many rows it returns matters (the value of `pg_notify`, or NULL, is not read).
+private protocol Write: PostgresPreparedStatement where Row == Void {}
+
+extension Write {
+    func decodeRow(_ row: PostgresRow) {}
 }
 
 private struct SessionByID: StoredText {
@@ -300,8 +307,8 @@ private struct ClaimVerification: StoredText {
     func makeBindings() -> PostgresBindings { .init(sessionID, instanceID) }
 }
 
-/// The session and its first event, and the wake-up; no row when the id exists (an error does).
-private struct InsertSession: StoredText {
+/// The new session, its first event and the wake-up, in one statement.
+private struct InsertSession: Write {
     static let sql = """
         WITH s AS (
             INSERT INTO linkrelay_sessions (id, link_key, idempotency_key, state, version, expires_at, data)
@@ -329,7 +336,7 @@ private struct InsertSession: StoredText {
 
 /// Writes the session if it is still at `expectedVersion`, with its new events and their wake-up:
 /// one row when it was.
-private struct UpdateSession: StoredText {
+private struct UpdateSession: Write {
     static let sql = """
         WITH s AS (
             UPDATE linkrelay_sessions SET state = $2, version = $3, expires_at = $4, data = $5,
