@@ -312,24 +312,19 @@ private struct InsertSession: Write {
     static let sql = """
         WITH s AS (
             INSERT INTO linkrelay_sessions (id, link_key, idempotency_key, state, version, expires_at, data)
-            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            VALUES ($1, $2, $9, $3, $4, $5, $6)
             RETURNING id),
-        e AS (INSERT INTO linkrelay_events (session_id, seq, data) SELECT id, $8, $9 FROM s)
-        SELECT pg_notify('\(PostgresSessionStore.channel)', id || ' ' || $8::text) FROM s
+        e AS (INSERT INTO linkrelay_events (session_id, seq, data) SELECT id, $7, $8 FROM s)
+        SELECT pg_notify('\(PostgresSessionStore.channel)', id || ' ' || $7::text) FROM s
         """
     var session: Session
     var event: SessionEvent
     func makeBindings() -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 9)
-        bindings.append(session.id)
-        bindings.append(session.linkKey)
-        bindings.append(session.idempotencyKey)
-        bindings.append(session.state.rawValue)
-        bindings.append(session.version)
-        bindings.append(session.expiresAt)
-        bindings.append(String(decoding: session.storedJSON, as: UTF8.self))
-        bindings.append(event.seq)
-        bindings.append(String(decoding: event.storedJSON, as: UTF8.self))
+        var bindings = PostgresBindings(
+            session.id, session.linkKey, session.state.rawValue, session.version, session.expiresAt,
+            String(decoding: session.storedJSON, as: UTF8.self), event.seq,
+            String(decoding: event.storedJSON, as: UTF8.self))
+        bindings.append(session.idempotencyKey)  // $9, last: it may be NULL
         return bindings
     }
 }
@@ -354,20 +349,11 @@ private struct UpdateSession: Write {
     var events: [SessionEvent]
     var instanceID: String
     func makeBindings() -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 12)
-        bindings.append(session.id)
-        bindings.append(session.state.rawValue)
-        bindings.append(session.version)
-        bindings.append(session.expiresAt)
-        bindings.append(String(decoding: session.storedJSON, as: UTF8.self))
-        bindings.append(session.verificationPending)
-        bindings.append(instanceID)
-        bindings.append(expectedVersion)
-        bindings.append(events.map(\.seq))
-        bindings.append(events.map { String(decoding: $0.storedJSON, as: UTF8.self) })
-        bindings.append(events.last?.seq ?? 0)
-        bindings.append(!events.isEmpty)
-        return bindings
+        .init(
+            session.id, session.state.rawValue, session.version, session.expiresAt,
+            String(decoding: session.storedJSON, as: UTF8.self), session.verificationPending, instanceID,
+            expectedVersion, events.map(\.seq), events.map { String(decoding: $0.storedJSON, as: UTF8.self) },
+            events.last?.seq ?? 0, !events.isEmpty)
     }
 }
 
