@@ -7,9 +7,9 @@ import SQLiteNIO
 /// Sessions in a SQLite file (WAL). A write commits before the relay announces it, so `kill -9`
 /// and a restart lose nothing that any response or event has mentioned.
 ///
-/// A session's row holds its events too (a JSON array), so every write is one statement, which SQLite
-/// commits whole. Writes go through one connection, one at a time; reads use other connections, which
-/// in WAL mode see only committed data.
+/// A session's row holds its events too (a JSON array), so every write is one statement. Writes go
+/// through one connection on a thread of its own (`SQLiteWriter`), which commits the writes that queued
+/// meanwhile together; reads use other connections, which in WAL mode see only committed data.
 ///
 /// Each connection runs one statement at a time. SQLiteNIO would run several at once on a
 /// connection's thread pool, and statements running at once share one read transaction: a read that
@@ -24,8 +24,8 @@ import SQLiteNIO
 /// tapped) and the last 2,048 that ended, for one to two rounds of `releaseMemory`. So the reads of a
 /// landing, a verification and a channel (a session by id or link key, and the events a long-poll asks
 /// for again) need neither SQL nor JSON.
-/// Only the writer fills that copy, after its commit and under the write lock, so it is never older
-/// than the file. Everything else is read from the file. The relay is the file's only writer.
+/// Only the writer fills that copy, after its commit and on its thread, so it is never older than the
+/// file. Everything else is read from the file. The relay is the file's only writer.
 final class SQLiteSessionStore: SessionStore {
     static let readerCount = 2
     /// At most this many live sessions are kept in memory; reads of the others go to the file.
@@ -39,23 +39,20 @@ final class SQLiteSessionStore: SessionStore {
     /// checkpoints after all.
     static let backstopCheckpointPages = 20_000
 
-    private let writer: SQLiteConnection
+    private let writer: SQLiteWriter
     private let readers: [(connection: SQLiteConnection, lock: AsyncMutex)]
     private let checkpointer: SQLiteConnection
     private let checkpointThread: NIOThreadPool
     private let checkpointing: Task<Void, Never>
     private let nextReader = Locked(0)
-    private let writeLock: AsyncMutex
     private let cache = Locked(SessionCache(liveCapacity: liveCapacity, endedCapacity: endedCapacity))
     private let decoder = JSONDecoder()
 
     private init(
-        writer: SQLiteConnection, readers: [SQLiteConnection], checkpointer: SQLiteConnection,
+        writer: SQLiteWriter, readers: [SQLiteConnection], checkpointer: SQLiteConnection,
         checkpointThread: NIOThreadPool, checkpointInterval: Duration?, logger: Logger
     ) {
-        let writeLock = AsyncMutex()
         self.writer = writer
-        self.writeLock = writeLock
         self.readers = readers.map { ($0, AsyncMutex()) }
         self.checkpointer = checkpointer
         self.checkpointThread = checkpointThread
@@ -64,7 +61,7 @@ final class SQLiteSessionStore: SessionStore {
             var failing = false
             while (try? await Task.sleep(for: checkpointInterval)) != nil {
                 do {
-                    try await Self.checkpoint(checkpointer, writeLock: writeLock)
+                    try await Self.checkpoint(checkpointer, writer: writer)
                     if failing { logger.notice("SQLite checkpoints work again") }
                     failing = false
                 } catch {
@@ -81,16 +78,14 @@ final class SQLiteSessionStore: SessionStore {
     static func open(path: String, logger: Logger, checkpointInterval: Duration? = checkpointInterval) async throws
         -> SQLiteSessionStore
     {
-        let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         // `synchronous=NORMAL` in WAL mode keeps every commit across a process crash (kill -9);
         // only an operating-system crash or power loss can lose the newest commits.
-        for pragma in [
-            "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
-            "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)",
-        ] {
-            _ = try await writer.query(pragma)
-        }
-        try await migrate(writer)
+        let writer = try SQLiteWriter(
+            path: path,
+            pragmas: [
+                "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
+                "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)",
+            ])
         var readers: [SQLiteConnection] = []
         for _ in 0..<readerCount {
             let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
@@ -103,6 +98,7 @@ final class SQLiteSessionStore: SessionStore {
             storage: .file(path: path), threadPool: checkpointThread, logger: logger,
             on: MultiThreadedEventLoopGroup.singleton.any())
         _ = try await checkpointer.query("PRAGMA busy_timeout=5000")
+        try await migrate(checkpointer)
         return SQLiteSessionStore(
             writer: writer, readers: readers, checkpointer: checkpointer, checkpointThread: checkpointThread,
             checkpointInterval: checkpointInterval, logger: logger)
@@ -116,20 +112,17 @@ final class SQLiteSessionStore: SessionStore {
     /// (SQLite's `RESTART`), and the next write starts the WAL over.
     @discardableResult
     func checkpoint() async throws -> (walPages: Int, copied: Int) {
-        try await Self.checkpoint(checkpointer, writeLock: writeLock)
+        try await Self.checkpoint(checkpointer, writer: writer)
     }
 
     @discardableResult
-    private static func checkpoint(_ connection: SQLiteConnection, writeLock: AsyncMutex) async throws
+    private static func checkpoint(_ connection: SQLiteConnection, writer: SQLiteWriter) async throws
         -> (walPages: Int, copied: Int)
     {
-        func run(_ mode: String) async throws -> (walPages: Int, copied: Int) {
-            let row = try await connection.query("PRAGMA wal_checkpoint(\(mode))").first
-            return (row?.column("log")?.integer ?? 0, row?.column("checkpointed")?.integer ?? 0)
-        }
-        let copied = try await run("PASSIVE")
+        let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first
+        let copied = (walPages: row?.column("log")?.integer ?? 0, copied: row?.column("checkpointed")?.integer ?? 0)
         guard copied.walPages >= restartPages else { return copied }
-        return try await writeLock.withLock { try await run("RESTART") }
+        return try await writer.alone { try $0.restartWAL() }
     }
 
     /// The schema's versions, in order: each brings the file from the one before. A new file gets them all.
@@ -180,54 +173,59 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     func insert(_ session: Session, event: SessionEvent) async throws {
-        let sessionData = String(decoding: session.storedJSON, as: UTF8.self)
-        let eventData = String(decoding: event.storedJSON, as: UTF8.self)
-        try await writeLock.withLock {
-            // The write lock makes the check and the insert one step: this process is the only writer.
-            if let key = session.idempotencyKey,
-                !(try await writer.query("SELECT 1 FROM sessions WHERE idempotency_key = ?", [.text(key)]).isEmpty)
-            {
-                throw StoreError.duplicateIdempotencyKey
-            }
-            _ = try await writer.query(
-                """
-                INSERT INTO sessions (id, link_key, idempotency_key, state, version, data, events)
-                VALUES (?, ?, ?, ?, ?, ?, json_array(json(?)))
-                """,
-                [
-                    .text(session.id), .text(session.linkKey), session.idempotencyKey.map { .text($0) } ?? .null,
-                    .text(session.state.rawValue), .integer(session.version), .text(sessionData), .text(eventData),
-                ])
-            cache.withLock { $0.inserted(session, event) }
-        }
+        let values: [SQLiteWriter.Value] = [
+            .text(session.id), .text(session.linkKey), session.idempotencyKey.map { .text($0) } ?? .null,
+            .text(session.state.rawValue), .integer(session.version),
+            .text(String(decoding: session.storedJSON, as: UTF8.self)),
+            .text(String(decoding: event.storedJSON, as: UTF8.self)),
+        ]
+        try await writer.write(
+            { connection in
+                // The writer's thread makes the check and the insert one step: this process is the only writer.
+                if let key = session.idempotencyKey,
+                    try connection.step("SELECT 1 FROM sessions WHERE idempotency_key = ?", [.text(key)])
+                {
+                    throw StoreError.duplicateIdempotencyKey
+                }
+                _ = try connection.step(
+                    """
+                    INSERT INTO sessions (id, link_key, idempotency_key, state, version, data, events)
+                    VALUES (?, ?, ?, ?, ?, ?, json_array(json(?)))
+                    """, values)
+            },
+            committed: { [cache] result in
+                if case .success = result { cache.withLock { $0.inserted(session, event) } }
+            })
     }
 
     func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool {
-        let sessionData = String(decoding: session.storedJSON, as: UTF8.self)
-        let eventData = events.map { SQLiteData.text(String(decoding: $0.storedJSON, as: UTF8.self)) }
         // `events` gets one `'$[#]', json(?)` pair per new event: each appends to the array.
         let append =
             events.isEmpty
             ? "events" : "json_insert(events" + String(repeating: ", '$[#]', json(?)", count: events.count) + ")"
-        return try await writeLock.withLock {
-            let changed: Bool
-            do {
-                changed = try await !writer.query(
-                    "UPDATE sessions SET state = ?, version = ?, data = ?, events = \(append) WHERE id = ? AND version = ? RETURNING 1",
-                    [.text(session.state.rawValue), .integer(session.version), .text(sessionData)] + eventData + [
-                        .text(session.id), .integer(expectedVersion),
-                    ]
-                ).isEmpty
-            } catch {
-                // Whether it committed is unknown: the next reads go to the file.
-                cache.withLock { $0.forget(session) }
-                throw error
-            }
-            // A refused write means the file holds a newer version than the caller read: the next reads
-            // go to the file, so that a copy that somehow fell behind cannot refuse every retry.
-            cache.withLock { changed ? $0.updated(session, appending: events) : $0.forget(session) }
-            return changed
-        }
+        let sql =
+            "UPDATE sessions SET state = ?, version = ?, data = ?, events = \(append) WHERE id = ? AND version = ? RETURNING 1"
+        let values: [SQLiteWriter.Value] =
+            [
+                .text(session.state.rawValue), .integer(session.version),
+                .text(String(decoding: session.storedJSON, as: UTF8.self)),
+            ]
+            + events.map { .text(String(decoding: $0.storedJSON, as: UTF8.self)) }
+            + [.text(session.id), .integer(expectedVersion)]
+        return try await writer.write(
+            { try $0.step(sql, values) },
+            committed: { [cache] changed in
+                // A refused write means the file holds a newer version than the caller read, and after a
+                // failure whether it committed is unknown: either way the next reads go to the file, so
+                // that a copy that somehow fell behind cannot refuse every retry.
+                cache.withLock { cache in
+                    if case .success(true) = changed {
+                        cache.updated(session, appending: events)
+                    } else {
+                        cache.forget(session)
+                    }
+                }
+            })
     }
 
     func session(id: String) async throws -> Session? {
@@ -263,7 +261,7 @@ final class SQLiteSessionStore: SessionStore {
     /// Drops the ended sessions kept since the last call, and gives back SQLite's page caches.
     func releaseMemory() async {
         cache.withLock { $0.release() }
-        _ = try? await writeLock.withLock { try await writer.query("PRAGMA shrink_memory") }
+        _ = try? await writer.alone { $0.releaseMemory() }
         for reader in readers {
             _ = try? await reader.lock.withLock { try await reader.connection.query("PRAGMA shrink_memory") }
         }

@@ -1,0 +1,275 @@
+import LinkRelayCore
+import NIOPosix
+import VaporCSQLite
+
+/// The SQLite file's one writing connection, on a thread of its own, with its statements prepared
+/// once. Writes that arrive while a commit runs are committed together, in one transaction, in the
+/// order they came (group commit); each still gets its own answer, and none before the commit. A
+/// write that throws changes nothing.
+///
+/// The connection is SQLiteNIO's own copy of SQLite, the one the store's readers use: two copies of
+/// SQLite in one process would break each other's file locks.
+final class SQLiteWriter: Sendable {
+    enum Value {
+        case text(String)
+        case integer(Int)
+        case null
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let code: Int32
+        let message: String
+        var description: String { "SQLite error \(code): \(message)" }
+    }
+
+    /// The connection, as the writes' bodies see it on the writer's thread.
+    final class Connection {
+        fileprivate let handle: OpaquePointer
+        private var statements: [String: OpaquePointer] = [:]
+
+        fileprivate init(handle: OpaquePointer) { self.handle = handle }
+
+        /// Runs `sql` (prepared at its first use) with `values` bound; true when it returned a row.
+        func step(_ sql: String, _ values: [Value] = []) throws -> Bool {
+            let statement = try prepared(sql)
+            defer {
+                sqlite_nio_sqlite3_reset(statement)
+                sqlite_nio_sqlite3_clear_bindings(statement)
+            }
+            for (offset, value) in values.enumerated() {
+                let index = Int32(offset + 1)
+                let code =
+                    switch value {
+                    case .text(let text):
+                        sqlite_nio_sqlite3_bind_text(statement, index, text, Int32(text.utf8.count), transient)
+                    case .integer(let integer): sqlite_nio_sqlite3_bind_int64(statement, index, Int64(integer))
+                    case .null: sqlite_nio_sqlite3_bind_null(statement, index)
+                    }
+                try check(code)
+            }
+            switch sqlite_nio_sqlite3_step(statement) {
+            case SQLITE_ROW: return true
+            case SQLITE_DONE: return false
+            case let code: throw failure(code)
+            }
+        }
+
+        /// Runs statements without values or results (pragmas, `BEGIN`, `COMMIT`).
+        func execute(_ sql: String) throws {
+            try check(sqlite_nio_sqlite3_exec(handle, sql, nil, nil, nil))
+        }
+
+        /// Copies the rest of the WAL into the file, so that the next write starts it over (SQLite's
+        /// `RESTART`); returns the WAL's pages and how many of them are in the file.
+        func restartWAL() throws -> (walPages: Int, copied: Int) {
+            var log: Int32 = 0
+            var copied: Int32 = 0
+            try check(sqlite_nio_sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_RESTART, &log, &copied))
+            return (Int(log), Int(copied))
+        }
+
+        /// Gives back the connection's page cache.
+        func releaseMemory() { _ = sqlite_nio_sqlite3_db_release_memory(handle) }
+
+        fileprivate var inTransaction: Bool { sqlite_nio_sqlite3_get_autocommit(handle) == 0 }
+
+        fileprivate func close() {
+            for statement in statements.values { sqlite_nio_sqlite3_finalize(statement) }
+            statements = [:]
+            sqlite_nio_sqlite3_close_v2(handle)
+        }
+
+        private func prepared(_ sql: String) throws -> OpaquePointer {
+            if let statement = statements[sql] { return statement }
+            var statement: OpaquePointer?
+            try check(
+                sqlite_nio_sqlite3_prepare_v3(
+                    handle, sql, Int32(sql.utf8.count), UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil))
+            guard let statement else { throw Failure(code: SQLITE_MISUSE, message: "no statement in \(sql)") }
+            statements[sql] = statement
+            return statement
+        }
+
+        private func check(_ code: Int32) throws {
+            guard code == SQLITE_OK else { throw failure(code) }
+        }
+
+        fileprivate func failure(_ code: Int32) -> Failure {
+            Failure(
+                code: sqlite_nio_sqlite3_extended_errcode(handle),
+                message: String(cString: sqlite_nio_sqlite3_errmsg(handle)))
+        }
+    }
+
+    private let thread: NIOThreadPool
+    /// Only the writer's thread touches it (and `open` and `close`, before and after that thread's work).
+    private nonisolated(unsafe) let connection: Connection
+    private let queue = Locked(Queue())
+
+    private struct Queue {
+        var work: [any Work] = []
+        var draining = false
+        var commits = 0
+    }
+
+    /// Opens (or creates) the file, and sets up the connection with `pragmas`.
+    init(path: String, pragmas: [String]) throws {
+        var handle: OpaquePointer?
+        let code = sqlite_nio_sqlite3_open_v2(
+            path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+        guard let handle else { throw Failure(code: code, message: "cannot open \(path)") }
+        connection = Connection(handle: handle)
+        do {
+            guard code == SQLITE_OK else { throw connection.failure(code) }
+            for pragma in pragmas { try connection.execute(pragma) }
+        } catch {
+            connection.close()
+            throw error
+        }
+        thread = NIOThreadPool(numberOfThreads: 1)
+        thread.start()
+    }
+
+    /// Runs `body` in a transaction with the other writes that queued meanwhile, and once that
+    /// committed (or failed), `committed` with the outcome, on the writer's thread, in commit order.
+    func write<T: Sendable>(
+        _ body: @escaping @Sendable (Connection) throws -> T,
+        committed: @escaping @Sendable (Result<T, any Error>) -> Void = { _ in }
+    ) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            enqueue(PendingWrite(body: body, committed: committed, continuation: continuation))
+        }
+    }
+
+    /// Runs `body` on its own, outside any transaction, between two commits.
+    func alone<T: Sendable>(_ body: @escaping @Sendable (Connection) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            enqueue(Alone(body: body, continuation: continuation))
+        }
+    }
+
+    /// How many commits the writer has made (a batch of writes is one).
+    var commits: Int { queue.withLock { $0.commits } }
+
+    /// How many writes wait for the writer's thread.
+    var waiting: Int { queue.withLock { $0.work.count } }
+
+    func close() async throws {
+        try await alone { $0.close() }
+        try await thread.shutdownGracefully()
+    }
+
+    private func enqueue(_ work: any Work) {
+        let start = queue.withLock { queue in
+            queue.work.append(work)
+            defer { queue.draining = true }
+            return !queue.draining
+        }
+        if start { thread.submit { _ in self.drain() } }
+    }
+
+    /// Runs what has queued, batch after batch, until the queue is empty.
+    private func drain() {
+        var batch: [any Work] = []
+        while true {
+            queue.withLock { queue in
+                swap(&batch, &queue.work)
+                if batch.isEmpty { queue.draining = false }
+            }
+            if batch.isEmpty { return }
+            var writes: [any Write] = []
+            for work in batch {
+                if let write = work as? any Write {
+                    writes.append(write)
+                } else {
+                    commit(writes)
+                    writes.removeAll(keepingCapacity: true)
+                    (work as? Alone)?.run(connection)
+                }
+            }
+            commit(writes)
+            batch.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// Commits `writes` in one transaction, each in a savepoint of its own, so that a write that
+    /// throws changes nothing and leaves the others be.
+    private func commit(_ writes: [any Write]) {
+        guard !writes.isEmpty else { return }
+        var rollback: (any Error)?
+        do {
+            _ = try connection.step("BEGIN IMMEDIATE")
+            for write in writes {
+                _ = try connection.step("SAVEPOINT write")
+                write.run(connection)
+                // Some errors (a full disk, I/O) end the whole transaction, and with it the writes before.
+                guard connection.inTransaction else {
+                    throw write.failure ?? Failure(code: SQLITE_ERROR, message: "transaction rolled back")
+                }
+                if write.failure != nil { _ = try connection.step("ROLLBACK TO write") }
+                _ = try connection.step("RELEASE write")
+            }
+            _ = try connection.step("COMMIT")
+            queue.withLock { $0.commits += 1 }
+        } catch {
+            rollback = error
+            if connection.inTransaction { try? connection.execute("ROLLBACK") }
+        }
+        for write in writes { write.finish(failing: rollback) }
+    }
+}
+
+/// Work for the writer's thread: a write, or something that runs alone.
+private protocol Work: Sendable {}
+
+private protocol Write: Work {
+    func run(_ connection: SQLiteWriter.Connection)
+    /// The error of `run`, if it threw.
+    var failure: (any Error)? { get }
+    /// Answers the write: with `failing` if its transaction did not commit, otherwise with what `run` gave.
+    func finish(failing: (any Error)?)
+}
+
+/// Touched by the writer's thread only, once queued.
+private final class PendingWrite<T: Sendable>: Write, @unchecked Sendable {
+    let body: @Sendable (SQLiteWriter.Connection) throws -> T
+    let committed: @Sendable (Result<T, any Error>) -> Void
+    let continuation: CheckedContinuation<T, any Error>
+    private var outcome: Result<T, any Error> = .failure(CancellationError())
+
+    init(
+        body: @escaping @Sendable (SQLiteWriter.Connection) throws -> T,
+        committed: @escaping @Sendable (Result<T, any Error>) -> Void,
+        continuation: CheckedContinuation<T, any Error>
+    ) {
+        self.body = body
+        self.committed = committed
+        self.continuation = continuation
+    }
+
+    func run(_ connection: SQLiteWriter.Connection) { outcome = Result { try body(connection) } }
+
+    var failure: (any Error)? {
+        guard case .failure(let error) = outcome else { return nil }
+        return error
+    }
+
+    func finish(failing error: (any Error)?) {
+        let result = error.map { .failure($0) } ?? outcome
+        committed(result)
+        continuation.resume(with: result)
+    }
+}
+
+private struct Alone: Work, @unchecked Sendable {
+    let run: (SQLiteWriter.Connection) -> Void
+
+    init<T: Sendable>(
+        body: @escaping @Sendable (SQLiteWriter.Connection) throws -> T, continuation: CheckedContinuation<T, any Error>
+    ) {
+        run = { connection in continuation.resume(with: Result { try body(connection) }) }
+    }
+}
+
+/// SQLite copies a bound value bound this way (`SQLITE_TRANSIENT`).
+private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
