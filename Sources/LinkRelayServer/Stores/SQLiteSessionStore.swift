@@ -8,7 +8,7 @@ import SQLiteNIO
 /// and a restart lose nothing that any response or event has mentioned.
 ///
 /// A session's row holds its events too (a JSON array), so every write is one statement. Writes go
-/// through one connection on a thread of its own (`SQLiteWriter`), which commits the writes that queued
+/// through one connection (`SQLiteWriter`), which commits the writes that queued
 /// meanwhile together; reads use other connections, which in WAL mode see only committed data.
 ///
 /// Each connection runs one statement at a time. SQLiteNIO would run several at once on a
@@ -24,7 +24,7 @@ import SQLiteNIO
 /// tapped) and the last 2,048 that ended, for one to two rounds of `releaseMemory`. So the reads of a
 /// landing, a verification and a channel (a session by id or link key, and the events a long-poll asks
 /// for again) need neither SQL nor JSON.
-/// Only the writer fills that copy, after its commit and on its thread, so it is never older than the
+/// Only the writer fills that copy, after its commit and before its next write, so it is never older than the
 /// file. Everything else is read from the file. The relay is the file's only writer.
 final class SQLiteSessionStore: SessionStore {
     static let readerCount = 2
@@ -181,7 +181,7 @@ final class SQLiteSessionStore: SessionStore {
         ]
         try await writer.write(
             { connection in
-                // The writer's thread makes the check and the insert one step: this process is the only writer.
+                // The writer runs one write at a time, so the check and the insert are one step: this process is the only writer.
                 if let key = session.idempotencyKey,
                     try connection.step("SELECT 1 FROM sessions WHERE idempotency_key = ?", [.text(key)])
                 {

@@ -2,8 +2,8 @@ import LinkRelayCore
 import NIOPosix
 import VaporCSQLite
 
-/// The SQLite file's one writing connection, on a thread of its own, with its statements prepared
-/// once. Writes that arrive while a commit runs are committed together, in one transaction, in the
+/// The SQLite file's one writing connection, with its statements prepared once. It runs on a thread
+/// of NIO's shared pool, one batch at a time. Writes that arrive while a commit runs are committed together, in one transaction, in the
 /// order they came (group commit); each still gets its own answer, and none before the commit. A
 /// write that throws changes nothing.
 ///
@@ -22,7 +22,7 @@ final class SQLiteWriter: Sendable {
         var description: String { "SQLite error \(code): \(message)" }
     }
 
-    /// The connection, as the writes' bodies see it on the writer's thread.
+    /// The connection, as the writes' bodies see it.
     final class Connection {
         fileprivate let handle: OpaquePointer
         private var statements: [String: OpaquePointer] = [:]
@@ -101,8 +101,7 @@ final class SQLiteWriter: Sendable {
         }
     }
 
-    private let thread: NIOThreadPool
-    /// Only the writer's thread touches it (and `open` and `close`, before and after that thread's work).
+    /// Touched by one thread at a time: `init`, then whichever runs `drain()`, which runs once at a time.
     private nonisolated(unsafe) let connection: Connection
     private let queue = Locked(Queue())
 
@@ -126,12 +125,10 @@ final class SQLiteWriter: Sendable {
             connection.close()
             throw error
         }
-        thread = NIOThreadPool(numberOfThreads: 1)
-        thread.start()
     }
 
     /// Runs `body` in a transaction with the other writes that queued meanwhile, and once that
-    /// committed (or failed), `committed` with the outcome, on the writer's thread, in commit order.
+    /// committed (or failed), `committed` with the outcome, in commit order, before any later write runs.
     func write<T: Sendable>(
         _ body: @escaping @Sendable (Connection) throws -> T,
         committed: @escaping @Sendable (Result<T, any Error>) -> Void = { _ in }
@@ -151,12 +148,11 @@ final class SQLiteWriter: Sendable {
     /// How many commits the writer has made (a batch of writes is one).
     var commits: Int { queue.withLock { $0.commits } }
 
-    /// How many writes wait for the writer's thread.
+    /// How many writes wait for the writer.
     var waiting: Int { queue.withLock { $0.work.count } }
 
     func close() async throws {
         try await alone { $0.close() }
-        try await thread.shutdownGracefully()
     }
 
     private func enqueue(_ work: any Work) {
@@ -165,7 +161,7 @@ final class SQLiteWriter: Sendable {
             defer { queue.draining = true }
             return !queue.draining
         }
-        if start { thread.submit { _ in self.drain() } }
+        if start { NIOThreadPool.singleton.submit { _ in self.drain() } }
     }
 
     /// Runs what has queued, batch after batch, until the queue is empty.
@@ -219,7 +215,7 @@ final class SQLiteWriter: Sendable {
     }
 }
 
-/// Work for the writer's thread: a write, or something that runs alone.
+/// Work for the writer: a write, or something that runs alone.
 private protocol Work: Sendable {}
 
 private protocol Write: Work {
@@ -230,7 +226,7 @@ private protocol Write: Work {
     func finish(failing: (any Error)?)
 }
 
-/// Touched by the writer's thread only, once queued.
+/// Touched by the writer only, once queued.
 private final class PendingWrite<T: Sendable>: Write, @unchecked Sendable {
     let body: @Sendable (SQLiteWriter.Connection) throws -> T
     let committed: @Sendable (Result<T, any Error>) -> Void
