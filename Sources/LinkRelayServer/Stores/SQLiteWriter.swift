@@ -2,10 +2,12 @@ import LinkRelayCore
 import NIOPosix
 import VaporCSQLite
 
-/// The SQLite file's one writing connection, with its statements prepared once. It runs on a thread
-/// of NIO's shared pool, one batch at a time. Writes that arrive while a commit runs are committed together, in one transaction, in the
-/// order they came (group commit); each still gets its own answer, and none before the commit. A
-/// write that throws changes nothing.
+/// The SQLite file's one writing connection, with its statements prepared once.
+///
+/// A write that finds the writer idle runs at once, on its caller's thread: no hand-off to another
+/// thread and back. Writes that arrive while a commit runs queue, and a thread of NIO's shared pool
+/// commits them together, in one transaction, in the order they came (group commit). Each still gets
+/// its own answer, and none before the commit. A write that throws changes nothing.
 ///
 /// The connection is SQLiteNIO's own copy of SQLite, the one the store's readers use: two copies of
 /// SQLite in one process would break each other's file locks.
@@ -133,7 +135,22 @@ final class SQLiteWriter: Sendable {
         _ body: @escaping @Sendable (Connection) throws -> T,
         committed: @escaping @Sendable (Result<T, any Error>) -> Void = { _ in }
     ) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
+        if queue.withLock({ queue in
+            defer { queue.draining = true }
+            return !queue.draining
+        }) {
+            let write = PendingWrite(body: body, committed: committed, continuation: nil)
+            commit([write])
+            // What queued meanwhile goes to the pool.
+            if queue.withLock({ queue in
+                queue.draining = !queue.work.isEmpty
+                return queue.draining
+            }) {
+                NIOThreadPool.singleton.submit { _ in self.drain() }
+            }
+            return try write.answer.get()
+        }
+        return try await withCheckedThrowingContinuation { continuation in
             enqueue(PendingWrite(body: body, committed: committed, continuation: continuation))
         }
     }
@@ -230,13 +247,15 @@ private protocol Write: Work {
 private final class PendingWrite<T: Sendable>: Write, @unchecked Sendable {
     let body: @Sendable (SQLiteWriter.Connection) throws -> T
     let committed: @Sendable (Result<T, any Error>) -> Void
-    let continuation: CheckedContinuation<T, any Error>
+    /// Nil for a write that runs on its caller's thread: the caller reads `answer`.
+    let continuation: CheckedContinuation<T, any Error>?
     private var outcome: Result<T, any Error> = .failure(CancellationError())
+    private(set) var answer: Result<T, any Error> = .failure(CancellationError())
 
     init(
         body: @escaping @Sendable (SQLiteWriter.Connection) throws -> T,
         committed: @escaping @Sendable (Result<T, any Error>) -> Void,
-        continuation: CheckedContinuation<T, any Error>
+        continuation: CheckedContinuation<T, any Error>?
     ) {
         self.body = body
         self.committed = committed
@@ -251,9 +270,9 @@ private final class PendingWrite<T: Sendable>: Write, @unchecked Sendable {
     }
 
     func finish(failing error: (any Error)?) {
-        let result = error.map { .failure($0) } ?? outcome
-        committed(result)
-        continuation.resume(with: result)
+        answer = error.map { .failure($0) } ?? outcome
+        committed(answer)
+        continuation?.resume(with: answer)
     }
 }
 
