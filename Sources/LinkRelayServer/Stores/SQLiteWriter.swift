@@ -56,7 +56,7 @@ final class SQLiteWriter: Sendable {
             }
         }
 
-        /// Runs statements without values or results (pragmas, `BEGIN`, `COMMIT`).
+        /// Runs statements without values or results (pragmas, `ROLLBACK`).
         func execute(_ sql: String) throws {
             try check(sqlite_nio_sqlite3_exec(handle, sql, nil, nil, nil))
         }
@@ -135,19 +135,19 @@ final class SQLiteWriter: Sendable {
         _ body: @escaping @Sendable (Connection) throws -> T,
         committed: @escaping @Sendable (Result<T, any Error>) -> Void = { _ in }
     ) async throws -> T {
-        if queue.withLock({ queue in
+        let idle = queue.withLock { queue in
             defer { queue.draining = true }
             return !queue.draining
-        }) {
+        }
+        if idle {
             let write = PendingWrite(body: body, committed: committed, continuation: nil)
             commit([write])
             // What queued meanwhile goes to the pool.
-            if queue.withLock({ queue in
+            let queued = queue.withLock { queue in
                 queue.draining = !queue.work.isEmpty
                 return queue.draining
-            }) {
-                NIOThreadPool.singleton.submit { _ in self.drain() }
             }
+            if queued { NIOThreadPool.singleton.submit { _ in self.drain() } }
             return try write.answer.get()
         }
         return try await withCheckedThrowingContinuation { continuation in
