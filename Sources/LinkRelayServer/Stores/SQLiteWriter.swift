@@ -108,7 +108,7 @@ final class SQLiteWriter: Sendable {
     private let queue = Locked(Queue())
 
     private struct Queue {
-        var work: [any Work] = []
+        var work: [Work] = []
         var draining = false
         var commits = 0
     }
@@ -151,28 +151,28 @@ final class SQLiteWriter: Sendable {
             return try write.answer.get()
         }
         return try await withCheckedThrowingContinuation { continuation in
-            enqueue(PendingWrite(body: body, committed: committed, continuation: continuation))
+            enqueue(.write(PendingWrite(body: body, committed: committed, continuation: continuation)))
         }
     }
 
     /// Runs `body` on its own, outside any transaction, between two commits.
     func alone<T: Sendable>(_ body: @escaping @Sendable (Connection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            enqueue(Alone(body: body, continuation: continuation))
+            enqueue(.alone { connection in continuation.resume(with: Result { try body(connection) }) })
         }
     }
 
     /// How many commits the writer has made (a batch of writes is one).
     var commits: Int { queue.withLock { $0.commits } }
 
-    /// How many writes wait for the writer.
+    /// How many writes (and other work) wait for the writer.
     var waiting: Int { queue.withLock { $0.work.count } }
 
     func close() async throws {
         try await alone { $0.close() }
     }
 
-    private func enqueue(_ work: any Work) {
+    private func enqueue(_ work: Work) {
         let start = queue.withLock { queue in
             queue.work.append(work)
             defer { queue.draining = true }
@@ -183,7 +183,7 @@ final class SQLiteWriter: Sendable {
 
     /// Runs what has queued, batch after batch, until the queue is empty.
     private func drain() {
-        var batch: [any Work] = []
+        var batch: [Work] = []
         while true {
             queue.withLock { queue in
                 swap(&batch, &queue.work)
@@ -192,12 +192,13 @@ final class SQLiteWriter: Sendable {
             if batch.isEmpty { return }
             var writes: [any Write] = []
             for work in batch {
-                if let write = work as? any Write {
+                switch work {
+                case .write(let write):
                     writes.append(write)
-                } else {
+                case .alone(let run):
                     commit(writes)
                     writes.removeAll(keepingCapacity: true)
-                    (work as? Alone)?.run(connection)
+                    run(connection)
                 }
             }
             commit(writes)
@@ -233,9 +234,12 @@ final class SQLiteWriter: Sendable {
 }
 
 /// Work for the writer: a write, or something that runs alone.
-private protocol Work: Sendable {}
+private enum Work {
+    case write(any Write)
+    case alone((SQLiteWriter.Connection) -> Void)
+}
 
-private protocol Write: Work {
+private protocol Write {
     func run(_ connection: SQLiteWriter.Connection)
     /// The error of `run`, if it threw.
     var failure: (any Error)? { get }
@@ -244,7 +248,7 @@ private protocol Write: Work {
 }
 
 /// Touched by the writer only, once queued.
-private final class PendingWrite<T: Sendable>: Write, @unchecked Sendable {
+private final class PendingWrite<T: Sendable>: Write {
     let body: @Sendable (SQLiteWriter.Connection) throws -> T
     let committed: @Sendable (Result<T, any Error>) -> Void
     /// Nil for a write that runs on its caller's thread: the caller reads `answer`.
@@ -273,16 +277,6 @@ private final class PendingWrite<T: Sendable>: Write, @unchecked Sendable {
         answer = error.map { .failure($0) } ?? outcome
         committed(answer)
         continuation?.resume(with: answer)
-    }
-}
-
-private struct Alone: Work, @unchecked Sendable {
-    let run: (SQLiteWriter.Connection) -> Void
-
-    init<T: Sendable>(
-        body: @escaping @Sendable (SQLiteWriter.Connection) throws -> T, continuation: CheckedContinuation<T, any Error>
-    ) {
-        run = { connection in continuation.resume(with: Result { try body(connection) }) }
     }
 }
 
