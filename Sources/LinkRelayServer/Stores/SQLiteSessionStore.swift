@@ -80,7 +80,7 @@ final class SQLiteSessionStore: SessionStore {
     {
         // `synchronous=NORMAL` in WAL mode keeps every commit across a process crash (kill -9);
         // only an operating-system crash or power loss can lose the newest commits.
-        let writer = try SQLiteWriter(
+        let writer = try await SQLiteWriter.open(
             path: path,
             pragmas: [
                 "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",

@@ -1,5 +1,6 @@
 import LinkRelayCore
 import NIOPosix
+import SQLiteNIO
 import VaporCSQLite
 
 /// The SQLite file's one writing connection, with its statements prepared once.
@@ -114,7 +115,15 @@ final class SQLiteWriter: Sendable {
     }
 
     /// Opens (or creates) the file, and sets up the connection with `pragmas`.
-    init(path: String, pragmas: [String]) throws {
+    static func open(path: String, pragmas: [String]) async throws -> SQLiteWriter {
+        // SQLite sets itself up once per process, and SQLiteNIO does that under a lock of its own.
+        // Opening through SQLiteNIO first orders this open after that set-up, which ThreadSanitizer
+        // otherwise reports as a race with another thread's first open.
+        try await SQLiteConnection.open(storage: .memory).close()
+        return try SQLiteWriter(path: path, pragmas: pragmas)
+    }
+
+    private init(path: String, pragmas: [String]) throws {
         var handle: OpaquePointer?
         let code = sqlite_nio_sqlite3_open_v2(
             path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
@@ -123,6 +132,7 @@ final class SQLiteWriter: Sendable {
         do {
             guard code == SQLITE_OK else { throw connection.failure(code) }
             for pragma in pragmas { try connection.execute(pragma) }
+
         } catch {
             connection.close()
             throw error
