@@ -250,6 +250,9 @@ extension SQLiteStoreTests {
                 session, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
         }
         for index in 0..<1500 { try await insert(index) }
+        // The WAL file keeps its size when it starts over, so this is the most it ever held.
+        let walBytes = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? 0
+        #expect(walBytes > SQLiteSessionStore.restartPages * 4096, "no commit checkpointed on its own")
         // Writes go on while it copies, as under load.
         let stop = Locked(false)
         let writing = Task {
@@ -260,14 +263,17 @@ extension SQLiteStoreTests {
             }
             return index
         }
-        let (walPages, copied) = try await store.checkpoint()
+        try await store.checkpoint()
         stop.withLock { $0 = true }
-        let count = try await writing.value
-        #expect(walPages > SQLiteSessionStore.restartPages, "no commit checkpointed on its own")
-        #expect(copied == walPages)
+        var count = try await writing.value
+        let (walPages, copied) = try await store.checkpoint()
+        #expect(copied == walPages, "with no write meanwhile, a checkpoint copies all of the WAL")
+        // Once a checkpoint has copied all of it, the next write starts the WAL over.
+        try await insert(count)
+        count += 1
         #expect(
             try await store.checkpoint().walPages < SQLiteSessionStore.restartPages,
-            "the writes after the checkpoint started the WAL over")
+            "the write after the checkpoint started the WAL over")
 
         // The database file without its WAL, as a backup that copies only it would have it.
         let copy = directory.appendingPathComponent("copy.sqlite").path

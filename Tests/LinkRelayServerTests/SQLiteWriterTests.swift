@@ -16,7 +16,7 @@ struct SQLiteWriterTests {
         let directory = try SQLiteStoreTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("w.sqlite").path
-        let writer = try SQLiteWriter(path: path, pragmas: ["PRAGMA journal_mode=WAL"])
+        let writer = try await SQLiteWriter.open(path: path, pragmas: ["PRAGMA journal_mode=WAL"])
         _ = try await writer.write { try $0.step("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)") }
         let commitsBefore = writer.commits
 
@@ -77,7 +77,7 @@ struct SQLiteWriterTests {
         let directory = try SQLiteStoreTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("w.sqlite").path
-        let writer = try SQLiteWriter(path: path, pragmas: ["PRAGMA journal_mode=WAL"])
+        let writer = try await SQLiteWriter.open(path: path, pragmas: ["PRAGMA journal_mode=WAL"])
         _ = try await writer.write { try $0.step("CREATE TABLE t (k TEXT PRIMARY KEY)") }
         await #expect(throws: Refused.self) {
             try await writer.write { connection -> Void in
