@@ -177,6 +177,43 @@ struct PostgresStoreTests {
         try await b.close()
     }
 
+    @Test(
+        "The instance whose write landed a session verifies it as written; a cancel on another instance meanwhile refuses the verifier's write"
+    )
+    func verificationFromOwnWrite() async throws {
+        let url = try await TestPostgres.createDatabase()
+        let (a, b) = (try await Self.open(url), try await Self.open(url))
+        let (session, waiting) = Self.waiting(1)
+        try await a.insert(session, event: waiting)
+        var tapped = session
+        let tap = tapped.record(.tapped(asc: true), at: Date())
+        tapped.version += 1
+        tapped.verificationPending = true
+        #expect(try await a.update(tapped, expectedVersion: session.version, appending: [tap]))
+
+        // B cancels the session before A's verifier starts.
+        var cancelled = try #require(try await b.session(id: "ses_1"))
+        let cancel = cancelled.record(.cancelled(), at: Date())
+        cancelled.version += 1
+        #expect(try await b.update(cancelled, expectedVersion: tapped.version, appending: [cancel]))
+
+        let toVerify = try #require(try await a.sessionToVerify(id: "ses_1"))
+        #expect(toVerify.version == tapped.version && toVerify.state == .tapped, "as A's landing wrote it")
+        var verified = toVerify
+        let result = verified.record(.result(.verified), at: Date())
+        verified.version += 1
+        #expect(
+            try await a.update(verified, expectedVersion: toVerify.version, appending: [result]) == false,
+            "B's cancel came first")
+        #expect(try await a.session(id: "ses_1")?.state == .cancelled)
+        #expect(
+            try await a.events(sessionID: "ses_1", after: 0).map(\.kind.type) == ["waiting", "tapped", "cancelled"])
+        // Used once: the verifier's next look goes to the database and sees the cancel.
+        #expect(try await a.sessionToVerify(id: "ses_1")?.state == .cancelled)
+        try await a.close()
+        try await b.close()
+    }
+
     @Test("An Idempotency-Key reserved by a running instance is refused to another until released or gone")
     func idempotencyReservations() async throws {
         let url = try await TestPostgres.createDatabase()

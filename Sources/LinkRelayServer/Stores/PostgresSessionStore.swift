@@ -12,7 +12,8 @@ import PostgresNIO
 /// write that did not. `PostgresListener` turns those into wake-ups for this instance's channels.
 ///
 /// Nothing is cached: another instance may change a session at any moment, and the version check of
-/// `update` is what makes a change happen once across instances.
+/// `update` is what makes a change happen once across instances. The one exception is a session whose
+/// verification this instance's own write just claimed (see `sessionToVerify`).
 final class PostgresSessionStore: SessionStore {
     /// The channel of the wake-ups.
     static let channel = "linkrelay"
@@ -29,6 +30,10 @@ final class PostgresSessionStore: SessionStore {
     private let running: Task<Void, Never>
     private let logger: Logger
     private let decoder = JSONDecoder()
+    /// Sessions whose verification this instance's last write of them claimed, as written: the verifier
+    /// starts from one instead of claiming it again. Dropped at its first use, at this instance's
+    /// next write of the session, and at every `releaseMemory`.
+    private let claimedByWrite = Locked<[String: Session]>([:])
 
     private init(url: PostgresURL, logger: Logger) {
         self.client = PostgresClient(configuration: url.clientConfiguration, backgroundLogger: logger)
@@ -124,14 +129,26 @@ final class PostgresSessionStore: SessionStore {
     func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool {
         let statement = UpdateSession(
             session: session, expectedVersion: expectedVersion, events: events, instanceID: instanceID)
-        return try await all(statement).count == 1
+        claimedByWrite.withLock { $0[session.id] = nil }
+        guard let claimed = try await all(statement).first else { return false }
+        if claimed { claimedByWrite.withLock { $0[session.id] = session } }
+        return true
     }
 
-    /// Claims the session's verification for this instance, and reads it: nil when no other instance
+    /// Claims the session's verification for this instance, and reads it: nil when another instance
     /// that is still running holds it. The instance whose write landed the session holds it from that
     /// write (`update`); a claim stays until the session ends or its instance is gone.
+    ///
+    /// Right after this instance's landing, the session as that write left it is enough, and saves a
+    /// statement per tap. Should another instance have changed it since (a cancel), the verifier's
+    /// write is refused by its version and made again on the session as it is now.
     func sessionToVerify(id: String) async throws -> Session? {
-        try await sessions(ClaimVerification(sessionID: id, instanceID: instanceID)).first
+        if let session = claimedByWrite.withLock({ $0.removeValue(forKey: id) }) { return session }
+        return try await sessions(ClaimVerification(sessionID: id, instanceID: instanceID)).first
+    }
+
+    func releaseMemory() async {
+        claimedByWrite.withLock { $0 = [:] }
     }
 
     /// A key another instance reserved is free once that instance is gone. This instance makes one
@@ -330,18 +347,19 @@ private struct InsertSession: Write {
 }
 
 /// Writes the session if it is still at `expectedVersion`, with its new events and their wake-up:
-/// one row when it was.
-private struct UpdateSession: Write {
+/// one row when it was, which says whether this instance now holds the session's verification.
+private struct UpdateSession: PostgresPreparedStatement {
     static let sql = """
         WITH s AS (
             UPDATE linkrelay_sessions SET state = $2, version = $3, expires_at = $4, data = $5,
                 verifier = CASE WHEN $6 THEN coalesce(verifier, $7) END
             WHERE id = $1 AND version = $8
-            RETURNING id),
+            RETURNING id, verifier),
         e AS (
             INSERT INTO linkrelay_events (session_id, seq, data)
             SELECT s.id, x.seq, x.data FROM s, unnest($9::int8[], $10::text[]) AS x (seq, data))
-        SELECT (SELECT pg_notify('\(PostgresSessionStore.channel)', s.id || ' ' || $11::text) WHERE $12)
+        SELECT (SELECT pg_notify('\(PostgresSessionStore.channel)', s.id || ' ' || $11::text) WHERE $12),
+            coalesce(s.verifier = $7, false)
         FROM s
         """
     var session: Session
@@ -355,6 +373,9 @@ private struct UpdateSession: Write {
             expectedVersion, events.map(\.seq), events.map { String(decoding: $0.storedJSON, as: UTF8.self) },
             events.last?.seq ?? 0, !events.isEmpty)
     }
+
+    /// Whether the session's verifier is now this instance (the `pg_notify` column is not read).
+    func decodeRow(_ row: PostgresRow) throws -> Bool { try row.makeRandomAccess()[1].decode(Bool.self) }
 }
 
 /// Where the PostgreSQL store is: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE]`
