@@ -83,7 +83,10 @@ final class PostgresSessionStore: SessionStore {
                 session_id text NOT NULL REFERENCES linkrelay_sessions (id) ON DELETE CASCADE,
                 seq integer NOT NULL, data text NOT NULL, PRIMARY KEY (session_id, seq))
             """,
-        ]
+        ],
+        // The sweep for verifications left behind (`orphanedVerifications`, every `heartbeat` seconds on
+        // each instance) read every live session; this index holds only the tapped ones.
+        ["CREATE INDEX linkrelay_sessions_tapped ON linkrelay_sessions (verifier) WHERE state = 'tapped'"],
     ]
 
     static var schemaVersion: Int { migrations.count }
