@@ -8,8 +8,8 @@ import SQLiteNIO
 /// and a restart lose nothing that any response or event has mentioned.
 ///
 /// A session's row holds its events too (a JSON array), so every write is one statement. Writes go
-/// through one connection (`SQLiteWriter`), which commits the writes that queued
-/// meanwhile together; reads use other connections, which in WAL mode see only committed data.
+/// through one connection (`SQLiteWriter`), which commits the writes that queued meanwhile together;
+/// reads use other connections, which in WAL mode see only committed data.
 ///
 /// Each connection runs one statement at a time. SQLiteNIO would run several at once on a
 /// connection's thread pool, and statements running at once share one read transaction: a read that
@@ -24,8 +24,8 @@ import SQLiteNIO
 /// tapped) and the last 2,048 that ended, for one to two rounds of `releaseMemory`. So the reads of a
 /// landing, a verification and a channel (a session by id or link key, and the events a long-poll asks
 /// for again) need neither SQL nor JSON.
-/// Only the writer fills that copy, after its commit and before its next write, so it is never older than the
-/// file. Everything else is read from the file. The relay is the file's only writer.
+/// Only the writer fills that copy, after its commit and before its next write, so it is never older
+/// than the file. Everything else is read from the file. The relay is the file's only writer.
 final class SQLiteSessionStore: SessionStore {
     static let readerCount = 2
     /// At most this many live sessions are kept in memory; reads of the others go to the file.

@@ -112,6 +112,12 @@ final class SQLiteWriter: Sendable {
         var work: [Work] = []
         var draining = false
         var commits = 0
+
+        /// Marks the writer busy; true when it was idle, and the caller now drains.
+        mutating func claim() -> Bool {
+            defer { draining = true }
+            return !draining
+        }
     }
 
     /// Opens (or creates) the file, and sets up the connection with `pragmas`.
@@ -132,7 +138,6 @@ final class SQLiteWriter: Sendable {
         do {
             guard code == SQLITE_OK else { throw connection.failure(code) }
             for pragma in pragmas { try connection.execute(pragma) }
-
         } catch {
             connection.close()
             throw error
@@ -145,11 +150,7 @@ final class SQLiteWriter: Sendable {
         _ body: @escaping @Sendable (Connection) throws -> T,
         committed: @escaping @Sendable (Result<T, any Error>) -> Void = { _ in }
     ) async throws -> T {
-        let idle = queue.withLock { queue in
-            defer { queue.draining = true }
-            return !queue.draining
-        }
-        if idle {
+        if queue.withLock({ $0.claim() }) {
             let write = PendingWrite(body: body, committed: committed, continuation: nil)
             commit([write])
             // What queued meanwhile goes to the pool.
@@ -158,7 +159,7 @@ final class SQLiteWriter: Sendable {
                 return queue.draining
             }
             if queued { NIOThreadPool.singleton.submit { _ in self.drain() } }
-            return try write.answer.get()
+            return try write.outcome.get()
         }
         return try await withCheckedThrowingContinuation { continuation in
             enqueue(.write(PendingWrite(body: body, committed: committed, continuation: continuation)))
@@ -185,8 +186,7 @@ final class SQLiteWriter: Sendable {
     private func enqueue(_ work: Work) {
         let start = queue.withLock { queue in
             queue.work.append(work)
-            defer { queue.draining = true }
-            return !queue.draining
+            return queue.claim()
         }
         if start { NIOThreadPool.singleton.submit { _ in self.drain() } }
     }
@@ -261,10 +261,10 @@ private protocol Write {
 private final class PendingWrite<T: Sendable>: Write {
     let body: @Sendable (SQLiteWriter.Connection) throws -> T
     let committed: @Sendable (Result<T, any Error>) -> Void
-    /// Nil for a write that runs on its caller's thread: the caller reads `answer`.
+    /// Nil for a write that runs on its caller's thread: the caller reads `outcome`.
     let continuation: CheckedContinuation<T, any Error>?
-    private var outcome: Result<T, any Error> = .failure(CancellationError())
-    private(set) var answer: Result<T, any Error> = .failure(CancellationError())
+    /// What `run` gave, then what the write answers (`finish`).
+    private(set) var outcome: Result<T, any Error> = .failure(CancellationError())
 
     init(
         body: @escaping @Sendable (SQLiteWriter.Connection) throws -> T,
@@ -284,9 +284,9 @@ private final class PendingWrite<T: Sendable>: Write {
     }
 
     func finish(failing error: (any Error)?) {
-        answer = error.map { .failure($0) } ?? outcome
-        committed(answer)
-        continuation?.resume(with: answer)
+        if let error { outcome = .failure(error) }
+        committed(outcome)
+        continuation?.resume(with: outcome)
     }
 }
 
