@@ -11,86 +11,88 @@ import Testing
 struct SQLiteWriterTests {
     struct Refused: Error {}
 
-    @Test("Writes that queue while a commit runs commit together, in order, each with its own answer")
-    func groupCommit() async throws {
+    /// Runs `body` with a writer on a new file that has table `t (columns)`, closes the writer, and
+    /// returns what `query` (one column, `r`) reads back from the file, a string per row.
+    func withWriter(table columns: String, readBack query: String, _ body: (SQLiteWriter) async throws -> Void)
+        async throws -> [String]
+    {
         let directory = try SQLiteStoreTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("w.sqlite").path
         let writer = try await SQLiteWriter.open(path: path, pragmas: ["PRAGMA journal_mode=WAL"])
-        _ = try await writer.write { try $0.step("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)") }
-        let commitsBefore = writer.commits
-
-        // Hold the writer's thread, so that the writes below queue up behind it.
-        let gate = DispatchSemaphore(value: 0)
-        let holding = Locked(false)
-        let hold = Task {
-            try await writer.alone { _ in
-                holding.withLock { $0 = true }
-                gate.wait()
-            }
-        }
-        while !holding.withLock({ $0 }) { await Task.yield() }
-
-        let committed = Locked<[String]>([])
-        func queue(_ name: String, _ body: @escaping @Sendable (SQLiteWriter.Connection) throws -> Bool) async
-            -> Task<Bool, any Error>
-        {
-            let queued = writer.waiting + 1
-            let task = Task {
-                try await writer.write(body, committed: { _ in committed.withLock { $0.append(name) } })
-            }
-            while writer.waiting < queued { await Task.yield() }
-            return task
-        }
-        let insertA = await queue("a") { try $0.step("INSERT INTO t VALUES ('a', 1) RETURNING 1") }
-        let insertB = await queue("b") {
-            try $0.step("INSERT INTO t VALUES (?, ?) RETURNING 1", [.text("b"), .integer(2)])
-        }
-        let duplicate = await queue("a again") { try $0.step("INSERT INTO t VALUES ('a', 3)") }
-        let changedThenThrew = await queue("c, then refused") {
-            _ = try $0.step("INSERT INTO t VALUES ('c', 4)")
-            throw Refused()
-        }
-        let missing = await queue("z") { try $0.step("UPDATE t SET v = 9 WHERE k = 'z' RETURNING 1") }
-        gate.signal()
-        try await hold.value
-
-        #expect(try await insertA.value)
-        #expect(try await insertB.value)
-        await #expect(throws: SQLiteWriter.Failure.self) { try await duplicate.value }
-        await #expect(throws: Refused.self) { try await changedThenThrew.value }
-        #expect(try await missing.value == false)
-        #expect(writer.commits == commitsBefore + 1, "the five writes shared one commit")
-        #expect(committed.withLock { $0 } == ["a", "b", "a again", "c, then refused", "z"])
-
+        _ = try await writer.write { try $0.step("CREATE TABLE t (\(columns))") }
+        try await body(writer)
         try await writer.close()
         let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
-        let rows = try await reader.query("SELECT k, v FROM t ORDER BY k").map {
-            "\($0.column("k")?.string ?? "")=\($0.column("v")?.integer ?? 0)"
-        }
+        let rows = try await reader.query(query).map { $0.column("r")?.string ?? "" }
         try await reader.close()
+        return rows
+    }
+
+    @Test("Writes that queue while a commit runs commit together, in order, each with its own answer")
+    func groupCommit() async throws {
+        let rows = try await withWriter(
+            table: "k TEXT PRIMARY KEY, v INTEGER NOT NULL", readBack: "SELECT k || '=' || v AS r FROM t ORDER BY k"
+        ) { writer in
+            let commitsBefore = writer.commits
+
+            // Hold the writer's thread, so that the writes below queue up behind it.
+            let gate = DispatchSemaphore(value: 0)
+            let holding = Locked(false)
+            let hold = Task {
+                try await writer.alone { _ in
+                    holding.withLock { $0 = true }
+                    gate.wait()
+                }
+            }
+            while !holding.withLock({ $0 }) { await Task.yield() }
+
+            let committed = Locked<[String]>([])
+            func queue(_ name: String, _ body: @escaping @Sendable (SQLiteWriter.Connection) throws -> Bool) async
+                -> Task<Bool, any Error>
+            {
+                let queued = writer.waiting + 1
+                let task = Task {
+                    try await writer.write(body, committed: { _ in committed.withLock { $0.append(name) } })
+                }
+                while writer.waiting < queued { await Task.yield() }
+                return task
+            }
+            let insertA = await queue("a") { try $0.step("INSERT INTO t VALUES ('a', 1) RETURNING 1") }
+            let insertB = await queue("b") {
+                try $0.step("INSERT INTO t VALUES (?, ?) RETURNING 1", [.text("b"), .integer(2)])
+            }
+            let duplicate = await queue("a again") { try $0.step("INSERT INTO t VALUES ('a', 3)") }
+            let changedThenThrew = await queue("c, then refused") {
+                _ = try $0.step("INSERT INTO t VALUES ('c', 4)")
+                throw Refused()
+            }
+            let missing = await queue("z") { try $0.step("UPDATE t SET v = 9 WHERE k = 'z' RETURNING 1") }
+            gate.signal()
+            try await hold.value
+
+            #expect(try await insertA.value)
+            #expect(try await insertB.value)
+            await #expect(throws: SQLiteWriter.Failure.self) { try await duplicate.value }
+            await #expect(throws: Refused.self) { try await changedThenThrew.value }
+            #expect(try await missing.value == false)
+            #expect(writer.commits == commitsBefore + 1, "the five writes shared one commit")
+            #expect(committed.withLock { $0 } == ["a", "b", "a again", "c, then refused", "z"])
+        }
         #expect(rows == ["a=1", "b=2"], "the write that threw left nothing behind")
     }
 
     @Test("A write that throws alone changes nothing; the next one commits")
     func lonelyFailure() async throws {
-        let directory = try SQLiteStoreTests.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let path = directory.appendingPathComponent("w.sqlite").path
-        let writer = try await SQLiteWriter.open(path: path, pragmas: ["PRAGMA journal_mode=WAL"])
-        _ = try await writer.write { try $0.step("CREATE TABLE t (k TEXT PRIMARY KEY)") }
-        await #expect(throws: Refused.self) {
-            try await writer.write { connection -> Void in
-                _ = try connection.step("INSERT INTO t VALUES ('gone')")
-                throw Refused()
+        let rows = try await withWriter(table: "k TEXT PRIMARY KEY", readBack: "SELECT k AS r FROM t") { writer in
+            await #expect(throws: Refused.self) {
+                try await writer.write { connection -> Void in
+                    _ = try connection.step("INSERT INTO t VALUES ('gone')")
+                    throw Refused()
+                }
             }
+            _ = try await writer.write { try $0.step("INSERT INTO t VALUES ('kept')") }
         }
-        _ = try await writer.write { try $0.step("INSERT INTO t VALUES ('kept')") }
-        try await writer.close()
-
-        let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
-        let rows = try await reader.query("SELECT k FROM t").map { $0.column("k")?.string ?? "" }
-        try await reader.close()
         #expect(rows == ["kept"])
     }
 }
