@@ -80,6 +80,9 @@ struct Serve: AsyncParsableCommand {
     var maxConnections: String?
 
     func run() async throws {
+        #if canImport(Glibc)
+            MallocTunables.restartIfNeeded()
+        #endif
         var flags: [String: [String]] = [
             "api-key": apiKey, "allowed-origin": allowedOrigin, "trusted-proxy": trustedProxy,
             "sandbox-fault": sandboxFault,
@@ -105,6 +108,11 @@ struct Serve: AsyncParsableCommand {
             throw refuse(error.description)
         }
         let logger = makeLogger("linkrelay")
+        #if canImport(Glibc)
+            if let tunables = MallocTunables.current {
+                logger.notice("glibc malloc settings", metadata: ["GLIBC_TUNABLES": .string(tunables)])
+            }
+        #endif
         if configuration.apiKeyGenerated {
             // Written once to standard output for the operator, never logged; unbuffered, so it shows
             // at once even when standard output is a file or a pipe.

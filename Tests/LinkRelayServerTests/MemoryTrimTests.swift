@@ -80,4 +80,22 @@ struct MemoryTrimTests {
         #expect(ticks.withLock { $0 } == 10)
         for listener in listeners.prefix(10) { listener.finish() }
     }
+
+    @Test(
+        "A relay process runs with glibc's per-thread caches off, added to the operator's GLIBC_TUNABLES unless those set the count",
+        .timeLimit(.minutes(1)),
+        arguments: [
+            ("", "glibc.malloc.tcache_count=0"),
+            ("glibc.malloc.arena_max=2", "glibc.malloc.arena_max=2:glibc.malloc.tcache_count=0"),
+            ("glibc.malloc.tcache_count=7", "glibc.malloc.tcache_count=7"),
+        ])
+    func relayProcessTunables(preset: String, expected: String) async throws {
+        let (relay, port) = try await PersistenceTests.start(
+            ready: "GLIBC_TUNABLES=\(expected) [linkrelay]", "LinkRelay listening",
+            environment: ["GLIBC_TUNABLES": preset]
+        ) { ["serve", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey] }
+        defer { relay.stop() }
+        let ready = try await TestRelay.fetch(.GET, "http://127.0.0.1:\(port)/readyz")
+        #expect(ready.status == 200)
+    }
 }
