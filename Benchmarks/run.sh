@@ -50,6 +50,9 @@ rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
 echo "== anchors: nginx+nchan, nginx static, Pushpin ($N waiters, $RATE taps/s)" >&2
 bash "$bench/run-anchors.sh" "$N" "$RATE" >"$out/anchors.jsonl" 2>"$out/anchors.err" || true
+# Pushpin's processes are still shutting down when that script returns (two of them ran at 12% of a
+# core each as the first relay started): wait up to 30 s for them to go, so the relay gets the cores.
+for _ in $(seq 60); do pgrep -f linkrelay-anchors >/dev/null || break; sleep 0.5; done
 
 echo "== LinkRelay: start-up, idle memory, waiters on each transport" >&2
 : >"$out/relay.jsonl"
