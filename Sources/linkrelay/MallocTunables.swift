@@ -16,7 +16,7 @@
         static let setting = "glibc.malloc.tcache_count=0"
 
         /// The `GLIBC_TUNABLES` to start again with, or nil to run on as is.
-        static func restartValue(current: String?) -> String? {
+        private static func restartValue(current: String?) -> String? {
             guard let current, !current.isEmpty else { return setting }
             return current.contains("glibc.malloc.tcache_count=") ? nil : current + ":" + setting
         }
