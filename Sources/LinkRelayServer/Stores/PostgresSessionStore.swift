@@ -31,8 +31,8 @@ final class PostgresSessionStore: SessionStore {
     private let logger: Logger
     private let decoder = JSONDecoder()
     /// Sessions whose verification this instance's last write of them claimed, as written: the verifier
-    /// starts from one instead of claiming it again. Dropped at its first use, at this instance's
-    /// next write of the session, and at every `releaseMemory`.
+    /// starts from one instead of claiming it again. Dropped at its first use, once this instance's
+    /// next write of the session is answered, and at every `releaseMemory`.
     private let claimedByWrite = Locked<[String: Session]>([:])
 
     private init(url: PostgresURL, logger: Logger) {
@@ -132,10 +132,11 @@ final class PostgresSessionStore: SessionStore {
     func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool {
         let statement = UpdateSession(
             session: session, expectedVersion: expectedVersion, events: events, instanceID: instanceID)
-        claimedByWrite.withLock { $0[session.id] = nil }
-        guard let claimed = try await all(statement).first else { return false }
-        if claimed { claimedByWrite.withLock { $0[session.id] = session } }
-        return true
+        // One row when written, saying whether this instance now holds the verification. An entry left
+        // by an earlier write is replaced either way; one used meanwhile is refused by its version.
+        let claimed = try await all(statement).first
+        claimedByWrite.withLock { $0[session.id] = claimed == true ? session : nil }
+        return claimed != nil
     }
 
     /// Claims the session's verification for this instance, and reads it: nil when another instance
