@@ -2,6 +2,8 @@ import Foundation
 import LinkRelayCore
 import Testing
 
+@testable import LinkRelayServer
+
 /// A desktop's WebSocket is held to the relay's caps: every bad frame kind gets its own close code.
 @Suite("WebSocket frame rules")
 struct WebSocketFrameTests {
@@ -72,6 +74,14 @@ struct WebSocketFrameTests {
             #expect(closed.opcodes == [Self.text, Self.ping, 0x8])
             #expect(try await relay.session(created.sessionId).state == "waiting", "the session goes on")
         }
+    }
+
+    @Test("Channels that open together get their first ping or keep-alive at different times, within the interval")
+    func firstWakesSpread() {
+        let now = Date()
+        let offsets = (0..<200).map { _ in ChannelServices.firstWake(after: 20, from: now).timeIntervalSince(now) }
+        #expect(offsets.allSatisfy { $0 >= 10 && $0 <= 20 })
+        #expect(offsets.min()! < 12 && offsets.max()! > 18, "spread over the second half of the interval")
     }
 
     @Test("The desktop's close is answered with its code")

@@ -24,6 +24,14 @@ struct ChannelServices: Sendable {
     var keepAliveInterval: TimeInterval = 15
     /// A WebSocket is pinged this often; one that has not answered the last ping by the next is closed.
     var pingInterval: TimeInterval = 20
+
+    /// When a new channel's first keep-alive or ping is due: at a random point in the second half of
+    /// `interval`. Desktops that connected together (thousands in a few seconds, under load or after a
+    /// restart) would otherwise be kept alive together, every `interval`, in a few large waves that
+    /// hold up the events behind them; spread, each heartbeat tick takes its share.
+    static func firstWake(after interval: TimeInterval, from now: Date) -> Date {
+        now.addingTimeInterval(interval * Double.random(in: 0.5...1))
+    }
 }
 
 /// The relay's HTTP/1 connections.
@@ -228,7 +236,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         let wakeAt: Date?
         if route.transport == .sse {
             startEventStream(admission, context)
-            wakeAt = now.addingTimeInterval(services.keepAliveInterval)
+            wakeAt = ChannelServices.firstWake(after: services.keepAliveInterval, from: now)
         } else {
             wakeAt = admission.pollTimeout > 0 ? now.addingTimeInterval(TimeInterval(admission.pollTimeout)) : nil
         }

@@ -38,7 +38,8 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
         services.metrics.channelOpened(.websocket)
         feed = ChannelFeed(
             store: services.store, hub: services.hub, eventLoop: context.eventLoop, sessionID: admission.session.id,
-            cursor: admission.cursor, wakeAt: services.clock.now().addingTimeInterval(services.pingInterval)
+            cursor: admission.cursor,
+            wakeAt: ChannelServices.firstWake(after: services.pingInterval, from: services.clock.now())
         ) { [weak self] step in self?.step(step, context) }
     }
 
