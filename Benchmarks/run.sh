@@ -99,8 +99,23 @@ sleep 1
 soak=$(cd "$root/Benchmarks" && python3 soak.py --sessions "$SOAK" --base "http://127.0.0.1:$port" \
     --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" --pid "$relay_pid" --settle 65 | tail -1) || true
 stop_relay
-kill "$sandbox_pid" 2>/dev/null || true
 echo "${soak:-{\}}" >"$out/soak.json"
+
+echo "== LinkRelay: $N WebSockets that come and go, against the same sandbox (memory after they went)" >&2
+rm -f "$out/gone.sqlite"*
+(cd "$root" && PROVE_CLIENT_ID=sandbox-client PROVE_CLIENT_SECRET=sandbox-secret exec "$bin" serve --port "$port" \
+    --store "sqlite:$out/gone.sqlite" --limits off --api-key "$key" --hold 600 \
+    --prove "http://127.0.0.1:$((port + 1))/sandbox/prove" >"$out/gone.log" 2>&1) &
+relay_pid=$!
+until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.005; done
+sleep 1
+gone_idle_kib=$(rss_kib "$relay_pid")
+gone=$(python3 "$root/Benchmarks/waiters.py" --target relay --transport ws --n "$N" --rate "$RATE" --open-rate 3000 \
+    --end-settle 65 --base "http://127.0.0.1:$port" --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" \
+    --pids "$relay_pid" 2>>"$out/waiters.err" | tail -1) || true
+stop_relay
+kill "$sandbox_pid" 2>/dev/null || true
+echo "${gone:-{\}}" | python3 -c "import json,sys; r=json.load(sys.stdin); r['idle_kib']=$gone_idle_kib; print(json.dumps(r))" >"$out/gone.json"
 
 echo "== LinkRelay: session creation against the embedded sandbox" >&2
 start_relay create
@@ -171,6 +186,12 @@ print(f"| session creations/s (failed) | {create[0] if create else '-'} ({create
 soak = json.load(open(f"{out}/soak.json"))
 print(f"| {fmt(soak.get('sessions'))} whole sessions: finished, RSS MiB idle / warm / end | {fmt(soak.get('finished'))} in {soak.get('seconds', '-')} s, "
       f"{soak.get('idle_mib', '-')} / {soak.get('warm_mib', '-')} / {soak.get('end_mib', '-')} (end = {soak.get('end_over_idle', '-')}x idle) | | | |")
+gone = json.load(open(f"{out}/gone.json"))
+gone_idle = gone.get("idle_kib", 0) / 1024
+gone_end = gone.get("rss_end_mib")
+print(f"| {fmt(gone.get('n'))} WebSockets (separate sandbox): RSS MiB idle / open / 65 s after they went | "
+      f"{fmt(round(gone_idle, 1))} / {fmt(num(gone, 'rss_after_mib'))} / {fmt(gone_end)}"
+      f"{f' (end = {gone_end / gone_idle:.3f}x idle)' if gone_end and gone_idle else ''}, {gone.get('failed', '-')} failed | | | |")
 two = json.load(open(f"{out}/two-instances.json"))
 print(f"| two instances on PostgreSQL, WebSocket, 500 taps/s: landing on A → tapped on B p50 / p99 ms, result p99 ms, "
       f"failed / delivered | {fmt(num(two, 'tapped_ms', 'p50'))} / {fmt(num(two, 'tapped_ms', 'p99'))}, "
