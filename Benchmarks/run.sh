@@ -46,6 +46,20 @@ start_relay() {
     startup_ms=$((($(date +%s%N) - t0) / 1000000))
 }
 
+# Starts a fresh relay that calls the separate sandbox on port + 1, so that the simulator's memory is
+# left out; sets relay_pid. Extra arguments go to `serve`.
+start_relay_on_sandbox() {
+    local name=$1
+    shift
+    rm -f "$out/$name.sqlite"*
+    (cd "$root" && PROVE_CLIENT_ID=sandbox-client PROVE_CLIENT_SECRET=sandbox-secret exec "$bin" serve --port "$port" \
+        --store "sqlite:$out/$name.sqlite" --limits off --api-key "$key" "$@" \
+        --prove "http://127.0.0.1:$((port + 1))/sandbox/prove" >"$out/$name.log" 2>&1) &
+    relay_pid=$!
+    until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.005; done
+    sleep 1
+}
+
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
 echo "== anchors: nginx+nchan, nginx static, Pushpin ($N waiters, $RATE taps/s)" >&2
@@ -87,28 +101,16 @@ landing_rps=$(wrk -t2 -c64 -d10s "$landing" | awk '/Requests\/sec/ {print $2}')
 stop_relay
 
 echo "== LinkRelay: $SOAK whole sessions, against a separate sandbox so that its memory is left out" >&2
-rm -f "$out/soak.sqlite"*
 "$bin" sandbox --host 127.0.0.1 --port $((port + 1)) >"$out/sandbox.log" 2>&1 &
 sandbox_pid=$!
-(cd "$root" && PROVE_CLIENT_ID=sandbox-client PROVE_CLIENT_SECRET=sandbox-secret exec "$bin" serve --port "$port" \
-    --store "sqlite:$out/soak.sqlite" --limits off --api-key "$key" \
-    --prove "http://127.0.0.1:$((port + 1))/sandbox/prove" >"$out/soak.log" 2>&1) &
-relay_pid=$!
-until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.005; done
-sleep 1
+start_relay_on_sandbox soak
 soak=$(cd "$root/Benchmarks" && python3 soak.py --sessions "$SOAK" --base "http://127.0.0.1:$port" \
     --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" --pid "$relay_pid" --settle 65 | tail -1) || true
 stop_relay
 echo "${soak:-{\}}" >"$out/soak.json"
 
 echo "== LinkRelay: $N WebSockets that come and go, against the same sandbox (memory after they went)" >&2
-rm -f "$out/gone.sqlite"*
-(cd "$root" && PROVE_CLIENT_ID=sandbox-client PROVE_CLIENT_SECRET=sandbox-secret exec "$bin" serve --port "$port" \
-    --store "sqlite:$out/gone.sqlite" --limits off --api-key "$key" --hold 600 \
-    --prove "http://127.0.0.1:$((port + 1))/sandbox/prove" >"$out/gone.log" 2>&1) &
-relay_pid=$!
-until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.005; done
-sleep 1
+start_relay_on_sandbox gone --hold 600
 gone_idle_kib=$(rss_kib "$relay_pid")
 gone=$(python3 "$root/Benchmarks/waiters.py" --target relay --transport ws --n "$N" --rate "$RATE" --open-rate 3000 \
     --end-settle 65 --base "http://127.0.0.1:$port" --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" \
