@@ -34,30 +34,19 @@ stop_relay() {
 trap stop_relay EXIT
 
 # Starts a fresh relay (new SQLite file); sets relay_pid, and startup_ms from exec to /readyz = 200.
+# Extra arguments go to `serve` (`--prove URL` for the separate sandbox: the credentials are its).
 start_relay() {
-    local name=$1
-    rm -f "$out/$name.sqlite"*
-    local t0
-    t0=$(date +%s%N)
-    (cd "$root" && exec "$bin" serve --port "$port" --store "sqlite:$out/$name.sqlite" --limits off \
-        --api-key "$key" --hold 600 >"$out/$name.log" 2>&1) &
-    relay_pid=$!
-    until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.005; done
-    startup_ms=$((($(date +%s%N) - t0) / 1000000))
-}
-
-# Starts a fresh relay that calls the separate sandbox on port + 1, so that the simulator's memory is
-# left out; sets relay_pid. Extra arguments go to `serve`.
-start_relay_on_sandbox() {
     local name=$1
     shift
     rm -f "$out/$name.sqlite"*
-    (cd "$root" && PROVE_CLIENT_ID=sandbox-client PROVE_CLIENT_SECRET=sandbox-secret exec "$bin" serve --port "$port" \
-        --store "sqlite:$out/$name.sqlite" --limits off --api-key "$key" "$@" \
-        --prove "http://127.0.0.1:$((port + 1))/sandbox/prove" >"$out/$name.log" 2>&1) &
+    local t0
+    t0=$(date +%s%N)
+    (cd "$root" && PROVE_CLIENT_ID=sandbox-client PROVE_CLIENT_SECRET=sandbox-secret exec "$bin" serve \
+        --port "$port" --store "sqlite:$out/$name.sqlite" --limits off --api-key "$key" --hold 600 "$@" \
+        >"$out/$name.log" 2>&1) &
     relay_pid=$!
     until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.005; done
-    sleep 1
+    startup_ms=$((($(date +%s%N) - t0) / 1000000))
 }
 
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
@@ -103,14 +92,17 @@ stop_relay
 echo "== LinkRelay: $SOAK whole sessions, against a separate sandbox so that its memory is left out" >&2
 "$bin" sandbox --host 127.0.0.1 --port $((port + 1)) >"$out/sandbox.log" 2>&1 &
 sandbox_pid=$!
-start_relay_on_sandbox soak
+sandbox=(--prove "http://127.0.0.1:$((port + 1))/sandbox/prove")
+start_relay soak "${sandbox[@]}"
+sleep 1
 soak=$(cd "$root/Benchmarks" && python3 soak.py --sessions "$SOAK" --base "http://127.0.0.1:$port" \
     --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" --pid "$relay_pid" --settle 65 | tail -1) || true
 stop_relay
 echo "${soak:-{\}}" >"$out/soak.json"
 
 echo "== LinkRelay: $N WebSockets that come and go, against the same sandbox (memory after they went)" >&2
-start_relay_on_sandbox gone --hold 600
+start_relay gone "${sandbox[@]}"
+sleep 1
 gone_idle_kib=$(rss_kib "$relay_pid")
 gone=$(python3 "$root/Benchmarks/waiters.py" --target relay --transport ws --n "$N" --rate "$RATE" --open-rate 3000 \
     --end-settle 65 --base "http://127.0.0.1:$port" --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" \
