@@ -45,6 +45,29 @@ import Testing
         #expect(await server.apiRequests >= 2, "the stalled attempt was given up and retried")
     }
 
+    @Test func anAttemptWhoseBodyStallsIsCutAtTheAttemptTimeoutAndRetried() async throws {
+        // The head arrives at once, so the HTTP client's own deadline is met; the attempt timeout
+        // still ends the attempt while its body is unfinished.
+        let server = ScriptedProve([.hangInBody])
+        let observer = ObserverRecorder()
+        let status = try await server.serve { baseURL in
+            try await withHTTPClient { http in
+                try await HTTPProveClient(
+                    baseURL: baseURL,
+                    credentials: .init(clientID: "id", clientSecret: "secret"),
+                    httpClient: http,
+                    retry: RetryPolicy(attemptTimeout: .seconds(3), sleep: SleepRecorder().sleep, random: { 0.5 }),
+                    observer: observer,
+                    logger: quietLogger()
+                )
+                .unifyStatus(.init(correlationId: "c-1"), deadline: deadline(600))
+            }
+        }
+        #expect(status.success == "true")
+        #expect(await server.apiRequests == 2)
+        #expect(observer.calls.value == ["token 200", "unify-status timeout", "unify-status 200"])
+    }
+
     @Test func a429HonoursRetryAfter() async throws {
         let server = ScriptedProve([
             .respond(status: 429, retryAfter: "1", body: #"{"code":8000,"message":"slow down"}"#)

@@ -11,6 +11,8 @@ actor ScriptedProve {
         case respond(status: Int, retryAfter: String? = nil, body: String = "")
         /// Never answers (until `release()`).
         case hang
+        /// Answers 200 and the start of a body, and never the rest (until `release()`).
+        case hangInBody
     }
 
     static let okStatusBody = #"{"success":"true","proveId":"p-1","phoneNumber":"2001004014"}"#
@@ -63,6 +65,14 @@ actor ScriptedProve {
                 case .hang:
                     await self.waitForRelease()
                     return Self.response(503, nil, "")
+                case .hangInBody:
+                    return Response(
+                        status: .ok, headers: [.contentType: "application/json"],
+                        body: ResponseBody { writer in
+                            try await writer.write(ByteBuffer(string: #"{"success":"#))
+                            await self.waitForRelease()
+                            try await writer.finish(nil)
+                        })
                 }
             }
         }
