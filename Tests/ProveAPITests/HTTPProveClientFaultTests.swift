@@ -12,13 +12,14 @@ import Testing
         _ http: HTTPClient,
         sleeper: SleepRecorder,
         observer: ObserverRecorder? = nil,
-        random: Double = 0.5
+        random: Double = 0.5,
+        attemptTimeout: Duration = .seconds(patientSeconds)
     ) -> HTTPProveClient {
         HTTPProveClient(
             baseURL: baseURL,
             credentials: .init(clientID: "id", clientSecret: "secret"),
             httpClient: http,
-            retry: RetryPolicy(attemptTimeout: .seconds(patientSeconds), sleep: sleeper.sleep, random: { random }),
+            retry: RetryPolicy(attemptTimeout: attemptTimeout, sleep: sleeper.sleep, random: { random }),
             observer: observer,
             logger: quietLogger()
         )
@@ -31,14 +32,8 @@ import Testing
         let sleeper = SleepRecorder()
         let status = try await server.serve { baseURL in
             try await withHTTPClient { http in
-                try await HTTPProveClient(
-                    baseURL: baseURL,
-                    credentials: .init(clientID: "id", clientSecret: "secret"),
-                    httpClient: http,
-                    retry: RetryPolicy(attemptTimeout: .seconds(3), sleep: sleeper.sleep, random: { 0.5 }),
-                    logger: quietLogger()
-                )
-                .unifyStatus(.init(correlationId: "c-1"), deadline: deadline(600))
+                try await makeClient(baseURL, http, sleeper: sleeper, attemptTimeout: .seconds(3))
+                    .unifyStatus(.init(correlationId: "c-1"), deadline: deadline(600))
             }
         }
         #expect(status.success == "true")
@@ -52,13 +47,8 @@ import Testing
         let observer = ObserverRecorder()
         let status = try await server.serve { baseURL in
             try await withHTTPClient { http in
-                try await HTTPProveClient(
-                    baseURL: baseURL,
-                    credentials: .init(clientID: "id", clientSecret: "secret"),
-                    httpClient: http,
-                    retry: RetryPolicy(attemptTimeout: .seconds(3), sleep: SleepRecorder().sleep, random: { 0.5 }),
-                    observer: observer,
-                    logger: quietLogger()
+                try await makeClient(
+                    baseURL, http, sleeper: SleepRecorder(), observer: observer, attemptTimeout: .seconds(3)
                 )
                 .unifyStatus(.init(correlationId: "c-1"), deadline: deadline(600))
             }
