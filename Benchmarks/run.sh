@@ -6,8 +6,8 @@
 #
 # Needs: apt-get install nginx libnginx-mod-nchan pushpin wrk postgresql; pip install aiohttp uvloop.
 # The anchors run under ../shared/bench (LINKRELAY_BENCH overrides); LinkRelay under this folder's copy of
-# its waiters.py, which taps on schedule instead of one tap after another. Raw results stay in the
-# printed directory.
+# its waiters.py, which taps on schedule instead of one tap after another, and from 127.0.0.2 (see
+# its --tap-from). Raw results stay in the printed directory.
 set -euo pipefail
 N=${1:-15000}
 RATE=${2:-1000}
@@ -66,7 +66,7 @@ for transport in longpoll ws sse; do
     # waiters.py exits 1 when a waiter failed; its JSON line still counts (the table shows the failures).
     result=$(python3 "$root/Benchmarks/waiters.py" --target relay --transport "$transport" --n "$N" --rate "$RATE" \
         --open-rate 3000 --end-settle 65 --base "http://127.0.0.1:$port" --api-key "$key" --pids "$relay_pid" \
-        2>>"$out/waiters.err" | tail -1) || true
+        --tap-from 127.0.0.2 2>>"$out/waiters.err" | tail -1) || true
     echo "${result:-{\}}" |
         python3 -c "import json,sys; r=json.load(sys.stdin); r.update(transport='$transport', startup_ms=$startup_ms, idle_kib=$idle_kib); print(json.dumps(r))" \
             >>"$out/relay.jsonl"
@@ -106,7 +106,7 @@ sleep 1
 gone_idle_kib=$(rss_kib "$relay_pid")
 gone=$(python3 "$root/Benchmarks/waiters.py" --target relay --transport ws --n "$N" --rate "$RATE" --open-rate 3000 \
     --end-settle 65 --base "http://127.0.0.1:$port" --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" \
-    --pids "$relay_pid" 2>>"$out/waiters.err" | tail -1) || true
+    --pids "$relay_pid" --tap-from 127.0.0.2 2>>"$out/waiters.err" | tail -1) || true
 stop_relay
 kill "$sandbox_pid" 2>/dev/null || true
 echo "${gone:-{\}}" | python3 -c "import json,sys; r=json.load(sys.stdin); r['idle_kib']=$gone_idle_kib; print(json.dumps(r))" >"$out/gone.json"

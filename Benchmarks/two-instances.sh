@@ -41,4 +41,5 @@ done
 
 python3 "$root/Benchmarks/waiters.py" --target relay --transport "$TRANSPORT" --n "$N" --rate "$RATE" \
     --open-rate 2000 --base "http://127.0.0.1:$((port + 1))" --channel-base "http://127.0.0.1:$((port + 2))" \
-    --sandbox "http://127.0.0.1:$port" --api-key "$key" --pids "${pids[1]},${pids[2]}" 2>"$log/waiters.err" | tail -1
+    --sandbox "http://127.0.0.1:$port" --api-key "$key" --pids "${pids[1]},${pids[2]}" --tap-from 127.0.0.2 \
+    2>"$log/waiters.err" | tail -1
