@@ -29,6 +29,11 @@ public protocol SessionStore: Sendable {
     /// says yes (the instance itself lets concurrent repeats wait for the first).
     func reserveIdempotencyKey(_ key: String) async throws -> Bool
     func releaseIdempotencyKey(_ key: String) async throws
+    /// The session when the store holds it in memory, else nil (ask `session(id:)`). Lets a channel
+    /// open on its event loop without a task and two thread switches; PostgreSQL never answers here.
+    func sessionInMemory(id: String) -> Session?
+    /// The session's events with `seq > after` when the store holds them in memory, else nil.
+    func eventsInMemory(sessionID: String, after: Int) -> [SessionEvent]?
 }
 
 extension SessionStore {
@@ -36,6 +41,8 @@ extension SessionStore {
     public func sessionToVerify(id: String) async throws -> Session? { try await session(id: id) }
     public func reserveIdempotencyKey(_ key: String) async throws -> Bool { true }
     public func releaseIdempotencyKey(_ key: String) async throws {}
+    public func sessionInMemory(id: String) -> Session? { nil }
+    public func eventsInMemory(sessionID: String, after: Int) -> [SessionEvent]? { nil }
 }
 
 public enum StoreError: Error, Sendable, Equatable {

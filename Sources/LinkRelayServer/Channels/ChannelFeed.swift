@@ -7,7 +7,7 @@ import NIOCore
 /// the truth: when a wake-up skips a seq, the gap is read from the store.
 ///
 /// A feed holds no task while it waits: the hub calls back, and a store read is a short task that
-/// hops back to the event loop. Use it on its event loop only; `end()` must be called exactly when the
+/// hops back to the event loop (or, when the store holds the events in memory, none). Use it on its event loop only; `end()` must be called exactly when the
 /// channel ends, which unsubscribes it.
 final class ChannelFeed {
     enum Step {
@@ -93,6 +93,11 @@ final class ChannelFeed {
     private func readStore() {
         reading = true
         let this = NIOLoopBound(self, eventLoop: eventLoop)
+        // From memory, the events still come from the event loop's queue: never from inside `init`, or
+        // from inside the step that asked.
+        if let events = store.eventsInMemory(sessionID: sessionID, after: cursor) {
+            return eventLoop.execute { this.value.stored(.success(events)) }
+        }
         let (store, sessionID, after, eventLoop) = (store, sessionID, cursor, eventLoop)
         Task {
             let result = await Result(catching: { try await store.events(sessionID: sessionID, after: after) })

@@ -52,12 +52,7 @@ struct ChannelGate: Sendable {
     let logger: Logger
 
     func admit(_ route: ChannelRoute, headers: HTTPFields) async -> Result<ChannelAdmission, Problem> {
-        let origin = headers[.origin]
-        if let origin, !allowedOrigins.contains(origin) {
-            logger.notice("Channel refused: origin not allowed")
-            return .failure(
-                Problem(status: .forbidden, title: "Forbidden", detail: "This origin may not open channels."))
-        }
+        if let refused = refusedOrigin(headers) { return .failure(refused) }
         let session: Session?
         do {
             session = try await store.session(id: route.sessionID)
@@ -68,6 +63,27 @@ struct ChannelGate: Sendable {
                     status: .internalServerError, title: "Internal Server Error", detail: "The relay could not answer.")
             )
         }
+        return admit(route, headers: headers, session: session)
+    }
+
+    /// `admit`'s answer without waiting, when the store holds the session in memory; nil when it must
+    /// be read. A long-poll asks again after every event, so this is most of its channels' openings.
+    func admitFromMemory(_ route: ChannelRoute, headers: HTTPFields) -> Result<ChannelAdmission, Problem>? {
+        if let refused = refusedOrigin(headers) { return .failure(refused) }
+        guard let session = store.sessionInMemory(id: route.sessionID) else { return nil }
+        return admit(route, headers: headers, session: session)
+    }
+
+    private func refusedOrigin(_ headers: HTTPFields) -> Problem? {
+        guard let origin = headers[.origin], !allowedOrigins.contains(origin) else { return nil }
+        logger.notice("Channel refused: origin not allowed")
+        return Problem(status: .forbidden, title: "Forbidden", detail: "This origin may not open channels.")
+    }
+
+    /// The checks after the origin's, on the session as read.
+    private func admit(_ route: ChannelRoute, headers: HTTPFields, session: Session?) -> Result<
+        ChannelAdmission, Problem
+    > {
         guard let session else { return .failure(.notFound("No session with this id.")) }
         let token = route.uri.queryParameters.get("token") ?? Self.bearerToken(headers)
         guard let token, Secrets.constantTimeEquals(token, session.channelToken) else {
@@ -92,7 +108,8 @@ struct ChannelGate: Sendable {
             timeout = value
         }
         return .success(
-            ChannelAdmission(session: session, cursor: cursor, pollTimeout: timeout, headers: corsHeaders(origin)))
+            ChannelAdmission(
+                session: session, cursor: cursor, pollTimeout: timeout, headers: corsHeaders(headers[.origin])))
     }
 
     /// `Vary: Origin`, and the origin itself when it is allowed.

@@ -32,7 +32,7 @@ final class MemorySessionStore: SessionStore {
         }
     }
 
-    func session(id: String) async throws -> Session? { state.withLock { $0.sessions[id] } }
+    func session(id: String) async throws -> Session? { sessionInMemory(id: id) }
 
     func session(linkKey: String) async throws -> Session? {
         state.withLock { state in state.byLinkKey[linkKey].flatMap { state.sessions[$0] } }
@@ -43,7 +43,13 @@ final class MemorySessionStore: SessionStore {
     }
 
     func events(sessionID: String, after: Int) async throws -> [SessionEvent] {
-        state.withLock { state in (state.events[sessionID] ?? []).filter { $0.seq > after } }
+        eventsInMemory(sessionID: sessionID, after: after) ?? []
+    }
+
+    func sessionInMemory(id: String) -> Session? { state.withLock { $0.sessions[id] } }
+
+    func eventsInMemory(sessionID: String, after: Int) -> [SessionEvent]? {
+        state.withLock { state in state.events[sessionID]?.filter { $0.seq > after } }
     }
 
     func activeSessions() async throws -> [Session] {

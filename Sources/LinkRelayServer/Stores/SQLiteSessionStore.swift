@@ -229,8 +229,14 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     func session(id: String) async throws -> Session? {
-        if let session = cache.withLock({ $0.entry(id: id)?.session }) { return session }
+        if let session = sessionInMemory(id: id) { return session }
         return try await oneSession("SELECT data FROM sessions WHERE id = ?", id)
+    }
+
+    func sessionInMemory(id: String) -> Session? { cache.withLock { $0.entry(id: id)?.session } }
+
+    func eventsInMemory(sessionID: String, after: Int) -> [SessionEvent]? {
+        cache.withLock { $0.entry(id: sessionID)?.events }?.filter { $0.seq > after }
     }
 
     func session(linkKey: String) async throws -> Session? {
@@ -243,7 +249,7 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     func events(sessionID: String, after: Int) async throws -> [SessionEvent] {
-        if let events = cache.withLock({ $0.entry(id: sessionID)?.events }) { return events.filter { $0.seq > after } }
+        if let events = eventsInMemory(sessionID: sessionID, after: after) { return events }
         guard let row = try await read("SELECT events AS data FROM sessions WHERE id = ?", [.text(sessionID)]).first
         else { return [] }
         return try decode([SessionEvent].self, row).filter { $0.seq > after }
