@@ -7,8 +7,8 @@ import NIOCore
 /// the truth: when a wake-up skips a seq, the gap is read from the store.
 ///
 /// A feed holds no task while it waits: the hub calls back, and a store read is a short task that
-/// hops back to the event loop (or, when the store holds the events in memory, none). Use it on its event loop only; `end()` must be called exactly when the
-/// channel ends, which unsubscribes it.
+/// hops back to the event loop (none when the store holds the events in memory). Use it on its event
+/// loop only; `end()` must be called exactly when the channel ends, which unsubscribes it.
 final class ChannelFeed {
     enum Step {
         /// What the store held after the cursor when the channel opened (maybe nothing).

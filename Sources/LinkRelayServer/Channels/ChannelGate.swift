@@ -63,7 +63,7 @@ struct ChannelGate: Sendable {
                     status: .internalServerError, title: "Internal Server Error", detail: "The relay could not answer.")
             )
         }
-        return admit(route, headers: headers, session: session)
+        return check(route, headers, session)
     }
 
     /// `admit`'s answer without waiting, when the store holds the session in memory; nil when it must
@@ -71,7 +71,7 @@ struct ChannelGate: Sendable {
     func admitFromMemory(_ route: ChannelRoute, headers: HTTPFields) -> Result<ChannelAdmission, Problem>? {
         if let refused = refusedOrigin(headers) { return .failure(refused) }
         guard let session = store.sessionInMemory(id: route.sessionID) else { return nil }
-        return admit(route, headers: headers, session: session)
+        return check(route, headers, session)
     }
 
     private func refusedOrigin(_ headers: HTTPFields) -> Problem? {
@@ -81,7 +81,7 @@ struct ChannelGate: Sendable {
     }
 
     /// The checks after the origin's, on the session as read.
-    private func admit(_ route: ChannelRoute, headers: HTTPFields, session: Session?) -> Result<
+    private func check(_ route: ChannelRoute, _ headers: HTTPFields, _ session: Session?) -> Result<
         ChannelAdmission, Problem
     > {
         guard let session else { return .failure(.notFound("No session with this id.")) }
