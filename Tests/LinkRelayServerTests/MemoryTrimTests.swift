@@ -7,13 +7,28 @@ import Testing
 /// Under ThreadSanitizer, memory comes from the sanitizer's own allocator, which `malloc_trim` does not manage.
 private let underThreadSanitizer = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil
 
-@Suite("Memory trim")
+/// One test at a time, the thresholds' first: glibc serves a block from free chunks of the same size
+/// or larger before it maps one, and the other test leaves 64 MiB of them behind in its thread's heap.
+@Suite("Memory trim", .serialized)
 struct MemoryTrimTests {
     /// Resident memory of this process, in KiB.
     private func residentKiB() throws -> Int {
         let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
         let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") })
         return try #require(Int(line.split(separator: " ")[1]))
+    }
+
+    @Test(
+        "Blocks of 512 KiB still get their own mappings after a 4 MiB one was freed",
+        .enabled(if: MemoryTrim.mallopt != nil && !underThreadSanitizer))
+    func thresholdsStayFixed() throws {
+        #expect(MemoryTrim.fixThresholds())
+        // Left to itself, glibc would now cut blocks of up to 4 MiB from its heaps.
+        free(malloc(4 * 1024 * 1024))
+        let block = try #require(malloc(512 * 1024))
+        defer { free(block) }
+        // glibc's chunk header, just before the block: the size's bit of value 2 (IS_MMAPPED) marks a mapping of its own.
+        #expect((block - 8).load(as: UInt.self) & 2 != 0)
     }
 
     @Test(
@@ -33,19 +48,6 @@ struct MemoryTrimTests {
         #expect(before - after > 16 * 1024, "at least half of the 32 MiB freed went back (\(before) → \(after) KiB)")
         for index in stride(from: 1, to: blocks.count, by: 2) { blocks[index].deallocate() }
         blocks = []
-    }
-
-    @Test(
-        "Blocks of 512 KiB still get their own mappings after a 4 MiB one was freed",
-        .enabled(if: MemoryTrim.mallopt != nil && !underThreadSanitizer))
-    func thresholdsStayFixed() throws {
-        #expect(MemoryTrim.fixThresholds())
-        // Left to itself, glibc would now cut blocks of up to 4 MiB from its heaps.
-        free(malloc(4 * 1024 * 1024))
-        let block = try #require(malloc(512 * 1024))
-        defer { free(block) }
-        // glibc's chunk header, just before the block: the size's bit of value 2 (IS_MMAPPED) marks a mapping of its own.
-        #expect((block - 8).load(as: UInt.self) & 2 != 0)
     }
 
     @Test("The expiry queue forgets sessions that ended: never due, and dropped by compact")
