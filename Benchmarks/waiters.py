@@ -277,9 +277,11 @@ async def main():
     pids = [int(x) for x in args.pids.split(",") if x]
 
     conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-    tap_conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, local_addr=(args.tap_from, 0)) if args.tap_from else None
-    async with aiohttp.ClientSession(connector=conn) as http, aiohttp.ClientSession(connector=tap_conn or conn, connector_owner=tap_conn is not None) as taps:
-        target = TARGETS[args.target](args, http, taps)
+    # The taps' connections: their own, from --tap-from, or else the waiters' pool.
+    tap_conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, local_addr=(args.tap_from, 0)) if args.tap_from else conn
+    async with aiohttp.ClientSession(connector=conn) as http, \
+            aiohttp.ClientSession(connector=tap_conn, connector_owner=tap_conn is not conn) as tap_http:
+        target = TARGETS[args.target](args, http, tap_http)
         t0 = time.monotonic()
         waiters = await target.prepare(args.n)
         prepare_s = time.monotonic() - t0
