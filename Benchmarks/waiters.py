@@ -85,9 +85,8 @@ class Target:
     """How to open one waiter, how to tap it, and which messages count as which event."""
     final = "tapped"
 
-    def __init__(self, args, http, taps=None):
-        self.args, self.http = args, http
-        self.taps = taps or http  # the session taps go out on
+    def __init__(self, args, http, taps):
+        self.args, self.http, self.taps = args, http, taps  # taps: the session taps go out on
 
     async def prepare(self, n):
         run = uuid.uuid4().hex[:8]  # fresh channel names: nothing buffered from an earlier run

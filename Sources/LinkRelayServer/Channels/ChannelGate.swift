@@ -51,11 +51,24 @@ struct ChannelGate: Sendable {
     let allowedOrigins: Set<String>
     let logger: Logger
 
-    func admit(_ route: ChannelRoute, headers: HTTPFields) async -> Result<ChannelAdmission, Problem> {
-        if let refused = refusedOrigin(headers) { return .failure(refused) }
-        let session: Session?
+    typealias Answer = Result<ChannelAdmission, Problem>
+
+    /// Hands `answer` the gate's answer: at once when the origin is refused or the store holds the
+    /// session in memory (a long-poll asks again after every event, so that is most of its openings),
+    /// else from a task that reads the session first.
+    func admit(
+        _ route: ChannelRoute, headers: HTTPFields,
+        answer: @escaping @Sendable (Answer) -> Void
+    ) {
+        if let refused = refusedOrigin(headers) { return answer(.failure(refused)) }
+        if let session = store.sessionInMemory(id: route.sessionID) { return answer(check(route, headers, session)) }
+        Task { answer(await readAndCheck(route, headers)) }
+    }
+
+    /// The checks on the session as the store reads it; a store that cannot be read is a 500.
+    private func readAndCheck(_ route: ChannelRoute, _ headers: HTTPFields) async -> Answer {
         do {
-            session = try await store.session(id: route.sessionID)
+            return check(route, headers, try await store.session(id: route.sessionID))
         } catch {
             logger.error("Reading a session for a channel failed", metadata: ["error.type": "\(type(of: error))"])
             return .failure(
@@ -63,15 +76,6 @@ struct ChannelGate: Sendable {
                     status: .internalServerError, title: "Internal Server Error", detail: "The relay could not answer.")
             )
         }
-        return check(route, headers, session)
-    }
-
-    /// `admit`'s answer without waiting, when the store holds the session in memory; nil when it must
-    /// be read. A long-poll asks again after every event, so this is most of its channels' openings.
-    func admitFromMemory(_ route: ChannelRoute, headers: HTTPFields) -> Result<ChannelAdmission, Problem>? {
-        if let refused = refusedOrigin(headers) { return .failure(refused) }
-        guard let session = store.sessionInMemory(id: route.sessionID) else { return nil }
-        return check(route, headers, session)
     }
 
     private func refusedOrigin(_ headers: HTTPFields) -> Problem? {
@@ -81,9 +85,7 @@ struct ChannelGate: Sendable {
     }
 
     /// The checks after the origin's, on the session as read.
-    private func check(_ route: ChannelRoute, _ headers: HTTPFields, _ session: Session?) -> Result<
-        ChannelAdmission, Problem
-    > {
+    private func check(_ route: ChannelRoute, _ headers: HTTPFields, _ session: Session?) -> Answer {
         guard let session else { return .failure(.notFound("No session with this id.")) }
         let token = route.uri.queryParameters.get("token") ?? Self.bearerToken(headers)
         guard let token, Secrets.constantTimeEquals(token, session.channelToken) else {

@@ -193,15 +193,14 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     private func admit(_ route: ChannelRoute, _ request: HTTPRequest, _ context: ChannelHandlerContext) {
         let this = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let (gate, eventLoop, peer) = (services.gate, context.eventLoop, context.channel.remoteAddress)
-        let admitted = { @Sendable (result: Result<ChannelAdmission, Problem>) in
+        // Even when the gate answers at once, the answer comes from the event loop's queue, after this
+        // read returns.
+        gate.admit(route, headers: request.headerFields) { result in
             eventLoop.execute {
                 let (handler, context) = this.value
                 handler.admitted(result, route, request, peer: peer, context)
             }
         }
-        // From memory, the answer still comes from the event loop's queue, after this read returns.
-        if let result = gate.admitFromMemory(route, headers: request.headerFields) { return admitted(result) }
-        Task { admitted(await gate.admit(route, headers: request.headerFields)) }
     }
 
     private func admitted(
