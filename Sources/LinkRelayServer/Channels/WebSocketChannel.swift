@@ -25,6 +25,9 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
     private var feed: ChannelFeed?
     private var awaitingPong = false
     private var closing = false
+    /// Closes the connection if the desktop does not answer the close frame; cancelled once it is
+    /// closed, so the event loop does not keep every closed channel for `closeTimeout`.
+    private var closeDeadline: Scheduled<Void>?
     /// The message being received: its size, and its bytes when it is text (to check UTF-8).
     private var message: (size: Int, text: ByteBuffer?)?
 
@@ -45,11 +48,13 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         end()
+        closeDeadline?.cancel()
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         end()
+        closeDeadline?.cancel()
     }
 
     /// The desktop closed its side without a close frame: it is gone.
@@ -107,7 +112,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
         context.writeAndFlush(
             wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)), promise: nil)
         let channel = context.channel
-        context.eventLoop.scheduleTask(in: Self.closeTimeout) { channel.close(promise: nil) }
+        closeDeadline = context.eventLoop.scheduleTask(in: Self.closeTimeout) { channel.close(promise: nil) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
