@@ -95,21 +95,32 @@ sandbox_pid=$!
 sandbox=(--prove "http://127.0.0.1:$((port + 1))/sandbox/prove")
 start_relay soak "${sandbox[@]}"
 sleep 1
+soak_start_kib=$(rss_kib "$relay_pid")
+# At rest: 100 sessions, then the same 65 s as after the soak; soak.py's idle is read after that, so that
+# start and end both come after the code and type metadata any session touches (README, Performance).
+(cd "$root/Benchmarks" && python3 soak.py --sessions 100 --batch 100 --base "http://127.0.0.1:$port" \
+    --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" --pid "$relay_pid" --settle 65 >/dev/null) || true
 soak=$(cd "$root/Benchmarks" && python3 soak.py --sessions "$SOAK" --base "http://127.0.0.1:$port" \
     --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" --pid "$relay_pid" --settle 65 | tail -1) || true
 stop_relay
-echo "${soak:-{\}}" >"$out/soak.json"
+echo "${soak:-{\}}" | python3 -c "import json,sys; r=json.load(sys.stdin); r['start_kib']=$soak_start_kib; print(json.dumps(r))" \
+    >"$out/soak.json"
 
 echo "== LinkRelay: $N WebSockets that come and go, against the same sandbox (memory after they went)" >&2
 start_relay gone "${sandbox[@]}"
 sleep 1
+gone_start_kib=$(rss_kib "$relay_pid")
+# At rest, as for the soak: 100 WebSockets come and go first, and 65 s pass.
+python3 "$root/Benchmarks/waiters.py" --target relay --transport ws --n 100 --rate 100 --end-settle 65 \
+    --base "http://127.0.0.1:$port" --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" \
+    --pids "$relay_pid" --tap-from 127.0.0.2 >/dev/null 2>>"$out/waiters.err" || true
 gone_idle_kib=$(rss_kib "$relay_pid")
 gone=$(python3 "$root/Benchmarks/waiters.py" --target relay --transport ws --n "$N" --rate "$RATE" --open-rate 3000 \
     --end-settle 65 --base "http://127.0.0.1:$port" --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" \
     --pids "$relay_pid" --tap-from 127.0.0.2 2>>"$out/waiters.err" | tail -1) || true
 stop_relay
 kill "$sandbox_pid" 2>/dev/null || true
-echo "${gone:-{\}}" | python3 -c "import json,sys; r=json.load(sys.stdin); r['idle_kib']=$gone_idle_kib; print(json.dumps(r))" >"$out/gone.json"
+echo "${gone:-{\}}" | python3 -c "import json,sys; r=json.load(sys.stdin); r['idle_kib']=$gone_idle_kib; r['start_kib']=$gone_start_kib; print(json.dumps(r))" >"$out/gone.json"
 
 echo "== LinkRelay: session creation against the embedded sandbox" >&2
 start_relay create
@@ -177,15 +188,19 @@ for transport, nchan in (("longpoll", nchan_lp), ("ws", nchan_ws), ("sse", {})):
 srv = static.get("requests_per_s")
 print(f"| landing requests/s ({page_bytes} B page; nginx: 100 B) | {fmt(landing_rps)} | {fmt(srv)} (nginx) | | {ratio(landing_rps, srv)} |")
 print(f"| session creations/s (failed) | {create[0] if create else '-'} ({create[1] if len(create) > 1 else '-'}) | | | |")
+def over(end, rest, start):
+    return f" (end = {end / rest:.3f}x at rest, {end / start:.3f}x at start)" if end and rest and start else ""
 soak = json.load(open(f"{out}/soak.json"))
-print(f"| {fmt(soak.get('sessions'))} whole sessions: finished, RSS MiB idle / warm / end | {fmt(soak.get('finished'))} in {soak.get('seconds', '-')} s, "
-      f"{soak.get('idle_mib', '-')} / {soak.get('warm_mib', '-')} / {soak.get('end_mib', '-')} (end = {soak.get('end_over_idle', '-')}x idle) | | | |")
+soak_start = soak.get("start_kib", 0) / 1024
+print(f"| {fmt(soak.get('sessions'))} whole sessions: finished, RSS MiB at start / at rest / after 1,000 / 65 s after the last | "
+      f"{fmt(soak.get('finished'))} in {soak.get('seconds', '-')} s, {fmt(round(soak_start, 1))} / {soak.get('idle_mib', '-')} / "
+      f"{soak.get('warm_mib', '-')} / {soak.get('end_mib', '-')}{over(soak.get('end_mib'), soak.get('idle_mib'), soak_start)} | | | |")
 gone = json.load(open(f"{out}/gone.json"))
-gone_idle = gone.get("idle_kib", 0) / 1024
+gone_start, gone_idle = gone.get("start_kib", 0) / 1024, gone.get("idle_kib", 0) / 1024
 gone_end = gone.get("rss_end_mib")
-print(f"| {fmt(gone.get('n'))} WebSockets (separate sandbox): RSS MiB idle / open / 65 s after they went | "
-      f"{fmt(round(gone_idle, 1))} / {fmt(num(gone, 'rss_after_mib'))} / {fmt(gone_end)}"
-      f"{f' (end = {gone_end / gone_idle:.3f}x idle)' if gone_end and gone_idle else ''}, {gone.get('failed', '-')} failed | | | |")
+print(f"| {fmt(gone.get('n'))} WebSockets (separate sandbox): RSS MiB at start / at rest / open / 65 s after they went | "
+      f"{fmt(round(gone_start, 1))} / {fmt(round(gone_idle, 1))} / {fmt(num(gone, 'rss_after_mib'))} / {fmt(gone_end)}"
+      f"{over(gone_end, gone_idle, gone_start)}, {gone.get('failed', '-')} failed | | | |")
 two = json.load(open(f"{out}/two-instances.json"))
 print(f"| two instances on PostgreSQL, WebSocket, 500 taps/s: landing on A → tapped on B p50 / p99 ms, result p99 ms, "
       f"failed / delivered | {fmt(num(two, 'tapped_ms', 'p50'))} / {fmt(num(two, 'tapped_ms', 'p99'))}, "
