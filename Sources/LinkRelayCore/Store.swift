@@ -5,8 +5,13 @@ public protocol SessionStore: Sendable {
     /// another session already holds the session's idempotency key.
     func insert(_ session: Session, event: SessionEvent) async throws
     /// Replaces a stored session only if its stored `version` is still `expectedVersion`, appending
-    /// `events`. Returns false (and writes nothing) when someone else changed it first.
-    func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool
+    /// `events`. Returns false (and writes nothing) when someone else changed it first. Once the change
+    /// is committed, and before this returns, calls `committed`: the relay announces the events there,
+    /// without waiting for its task to resume (SQLite's writer calls it from its own thread).
+    func update(
+        _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
+        committed: @escaping @Sendable () -> Void
+    ) async throws -> Bool
     func session(id: String) async throws -> Session?
     func session(linkKey: String) async throws -> Session?
     func session(idempotencyKey: String) async throws -> Session?
@@ -37,6 +42,11 @@ public protocol SessionStore: Sendable {
 }
 
 extension SessionStore {
+    public func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws
+        -> Bool
+    {
+        try await update(session, expectedVersion: expectedVersion, appending: events, committed: {})
+    }
     public func releaseMemory() async {}
     public func sessionToVerify(id: String) async throws -> Session? { try await session(id: id) }
     public func reserveIdempotencyKey(_ key: String) async throws -> Bool { true }

@@ -310,9 +310,13 @@ final class SessionService: Sendable {
             guard let kinds = change(&session, now) else { return nil }
             let events = kinds.map { session.record($0, at: now) }
             session.version = current.version + 1
-            if try await store.update(session, expectedVersion: current.version, appending: events) {
+            // The events are announced as soon as they are committed, from wherever that happens.
+            let (bus, id) = (bus, session.id)
+            let committed = try await store.update(session, expectedVersion: current.version, appending: events) {
+                bus.publish(sessionID: id, events: events)
+            }
+            if committed {
                 if session.state.isTerminal { expiries.finished(session.id) }
-                bus.publish(sessionID: session.id, events: events)
                 return session
             }
         }

@@ -80,18 +80,26 @@ struct SQLiteStoreTests {
         let waiting = SessionEvent(seq: 1, kind: .waiting(expiresAt: created.expiresAt), at: created.createdAt)
         try await store.insert(created, event: waiting)
 
+        // The relay announces events from `committed`: by then a channel reads them from memory.
+        let announced = Locked<[[SessionEvent]?]>([])
+        let opened = store
+        let announce: @Sendable () -> Void = {
+            announced.withLock { $0.append(opened.eventsInMemory(sessionID: "ses_1", after: 1)) }
+        }
         var tapped = created
         let tap = tapped.record(.tapped(asc: true), at: Date())
         tapped.version += 1
-        #expect(try await store.update(tapped, expectedVersion: created.version, appending: [tap]))
+        #expect(
+            try await store.update(tapped, expectedVersion: created.version, appending: [tap], committed: announce))
         #expect(try await store.session(linkKey: "key1")?.state == .tapped)
         #expect(try await store.session(id: "ses_1")?.version == tapped.version)
 
-        // A write from a stale version is refused and changes nothing.
+        // A write from a stale version is refused, changes nothing and announces nothing.
         var stale = created
         stale.version = created.version + 5
-        #expect(try await !store.update(stale, expectedVersion: created.version, appending: []))
+        #expect(try await !store.update(stale, expectedVersion: created.version, appending: [], committed: announce))
         #expect(try await store.session(id: "ses_1")?.version == tapped.version)
+        #expect(announced.withLock { $0 } == [[tap]])
 
         #expect(try await store.events(sessionID: "ses_1", after: 1) == [tap])
 

@@ -23,13 +23,18 @@ final class MemorySessionStore: SessionStore {
         }
     }
 
-    func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool {
-        state.withLock { state in
+    func update(
+        _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
+        committed: @escaping @Sendable () -> Void
+    ) async throws -> Bool {
+        let stored = state.withLock { state in
             guard state.sessions[session.id]?.version == expectedVersion else { return false }
             state.sessions[session.id] = session
             state.events[session.id, default: []].append(contentsOf: events)
             return true
         }
+        if stored { committed() }
+        return stored
     }
 
     func session(id: String) async throws -> Session? { sessionInMemory(id: id) }

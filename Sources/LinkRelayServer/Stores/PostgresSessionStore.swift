@@ -129,13 +129,17 @@ final class PostgresSessionStore: SessionStore {
         }
     }
 
-    func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool {
+    func update(
+        _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
+        committed: @escaping @Sendable () -> Void
+    ) async throws -> Bool {
         let statement = UpdateSession(
             session: session, expectedVersion: expectedVersion, events: events, instanceID: instanceID)
         // One row when written, saying whether this instance now holds the verification. An entry left
         // by an earlier write is replaced either way; one used meanwhile is refused by its version.
         let claimed = try await all(statement).first
         claimedByWrite.withLock { $0[session.id] = claimed == true ? session : nil }
+        if claimed != nil { committed() }
         return claimed != nil
     }
 

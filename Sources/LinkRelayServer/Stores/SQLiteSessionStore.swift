@@ -198,7 +198,10 @@ final class SQLiteSessionStore: SessionStore {
             })
     }
 
-    func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws -> Bool {
+    func update(
+        _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
+        committed: @escaping @Sendable () -> Void
+    ) async throws -> Bool {
         // `events` gets one `'$[#]', json(?)` pair per new event: each appends to the array.
         let append =
             events.isEmpty
@@ -218,13 +221,15 @@ final class SQLiteSessionStore: SessionStore {
                 // A refused write means the file holds a newer version than the caller read, and after a
                 // failure whether it committed is unknown: either way the next reads go to the file, so
                 // that a copy that somehow fell behind cannot refuse every retry.
-                cache.withLock { cache in
-                    if case .success(true) = changed {
-                        cache.updated(session, appending: events)
-                    } else {
+                let stored = cache.withLock { cache in
+                    guard case .success(true) = changed else {
                         cache.forget(session)
+                        return false
                     }
+                    cache.updated(session, appending: events)
+                    return true
                 }
+                if stored { committed() }
             })
     }
 
