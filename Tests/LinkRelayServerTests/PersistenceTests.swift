@@ -61,18 +61,24 @@ struct PersistenceTests {
             return false
         }
 
-        /// Returns once the process has exited (the blocking wait runs on a thread of its own).
+        /// Returns once the process has exited (the blocking wait runs on a thread of its own), with
+        /// its exit code, or nil when a signal ended it.
         ///
         /// `waitid` with `WNOWAIT` asks the kernel and leaves the child for Foundation to reap.
         /// `Process.waitUntilExit` learns of an exit from a socket the child holds, which a child
         /// started meanwhile by another test can inherit too; the wait then lasts until that one ends
-        /// (swift-corelibs-foundation#4795).
-        func exited() async {
+        /// (swift-corelibs-foundation#4795). For the same reason `Process.terminationStatus` may not
+        /// know of the exit yet when this returns (it traps while it thinks the child runs).
+        @discardableResult
+        func exited() async -> Int32? {
             let pid = id_t(process.processIdentifier)
-            _ = try? await onOwnThread {
+            let info = try? await onOwnThread {
                 var info = siginfo_t()
                 while waitid(P_PID, pid, &info, WEXITED | WNOWAIT) == -1, errno == EINTR {}
+                return info
             }
+            guard let info, info.si_code == CLD_EXITED else { return nil }
+            return info._sifields._sigchld.si_status
         }
 
         func kill() async {

@@ -368,8 +368,9 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             context.writeAndFlush(wrapOutboundOut(.body(ByteBuffer(string: text))), promise: nil)
             if events.contains(where: \.isTerminal) { endEventStream(context) }
         case .tick(let now):
-            context.writeAndFlush(wrapOutboundOut(.body(ByteBuffer(string: ": keep-alive\n\n"))), promise: nil)
+            // As for a WebSocket's ping: the next wake first.
             open?.feed?.wake(at: now.addingTimeInterval(services.keepAliveInterval))
+            context.writeAndFlush(wrapOutboundOut(.body(ByteBuffer(string: ": keep-alive\n\n"))), promise: nil)
         case .shutdown:
             // The browser reconnects with Last-Event-ID after this many milliseconds, spread so that a
             // restart is not met by every client at once.

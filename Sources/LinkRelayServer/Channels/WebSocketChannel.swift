@@ -89,9 +89,11 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
             // The last ping went unanswered: the desktop is gone without saying so.
             if awaitingPong { return close(.goingAway, context) }
             awaitingPong = true
+            // The next wake is set before the ping goes out: a desktop that sees the ping may already
+            // be in the next interval.
+            feed?.wake(at: now.addingTimeInterval(services.pingInterval))
             context.writeAndFlush(
                 wrapOutboundOut(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer())), promise: nil)
-            feed?.wake(at: now.addingTimeInterval(services.pingInterval))
         case .shutdown:
             // 1012 Service Restart: the client reconnects with `?after=` (API.md).
             close(.unknown(1012), context, reason: "Service Restart")
