@@ -67,18 +67,24 @@ struct PersistenceTests {
         /// `waitid` with `WNOWAIT` asks the kernel and leaves the child for Foundation to reap.
         /// `Process.waitUntilExit` learns of an exit from a socket the child holds, which a child
         /// started meanwhile by another test can inherit too; the wait then lasts until that one ends
-        /// (swift-corelibs-foundation#4795). For the same reason `Process.terminationStatus` may not
-        /// know of the exit yet when this returns (it traps while it thinks the child runs).
+        /// (swift-corelibs-foundation#4795). `Process.terminationStatus` may not know of the exit yet
+        /// when `waitid` does (it traps while it thinks the child runs); if Foundation has reaped the
+        /// child first, `waitid` finds none, and the status is Foundation's, once it has set it.
         @discardableResult
         func exited() async -> Int32? {
             let pid = id_t(process.processIdentifier)
-            let info = try? await onOwnThread {
+            let seen = try? await onOwnThread { () -> siginfo_t? in
                 var info = siginfo_t()
-                while waitid(P_PID, pid, &info, WEXITED | WNOWAIT) == -1, errno == EINTR {}
+                while waitid(P_PID, pid, &info, WEXITED | WNOWAIT) == -1 {
+                    if errno != EINTR { return nil }
+                }
                 return info
             }
-            guard let info, info.si_code == CLD_EXITED else { return nil }
-            return info._sifields._sigchld.si_status
+            if let info = seen ?? nil {
+                return info.si_code == CLD_EXITED ? info._sifields._sigchld.si_status : nil
+            }
+            while process.isRunning { await Task.yield() }
+            return process.terminationReason == .exit ? process.terminationStatus : nil
         }
 
         func kill() async {
