@@ -2,15 +2,19 @@ import Foundation
 import Hummingbird
 import LinkRelayCore
 import NIOCore
+import ProveSandbox
 
-/// The request context of every route: Hummingbird's core storage and the peer's address.
-public struct RelayContext: RequestContext, RemoteAddressRequestContext {
+/// The request context of every route: Hummingbird's core storage, the peer's address, and the
+/// connection (which the embedded sandbox's dropped-connection fault closes).
+public struct RelayContext: RequestContext, RemoteAddressRequestContext, ConnectionRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
+    public let connection: any Channel
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        connection = source.channel
     }
 
     /// Request bodies the relay accepts are tiny (a session request is at most 4 KiB).

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOCore
 import ServiceLifecycle
 
 /// Faults, hung requests and who watches them, as a ``ProveSandbox`` keeps them.
@@ -136,7 +137,9 @@ extension ProveSandbox {
 extension ProveSandbox {
     /// Applies the fault of `endpoint`, if any: waits its latency, then returns the faulted response, or `nil`
     /// to answer normally.
-    nonisolated func faultedResponse(_ endpoint: SandboxEndpoint, request: Request) async -> Response? {
+    nonisolated func faultedResponse(
+        _ endpoint: SandboxEndpoint, request: Request, context: some RequestContext
+    ) async -> Response? {
         guard let decision = await faultDecision(for: endpoint) else { return nil }
         if let latency = decision.latency {
             // Cut short when the server shuts down (it waits for requests in progress): then answer at once.
@@ -150,10 +153,10 @@ extension ProveSandbox {
         case .malformed:
             return SandboxReply.malformed(endpoint).response
         case .drop:
-            return Self.droppedConnection()
+            return Self.droppedConnection(context)
         case .hang:
             await hang(request, key: decision.key)
-            return Self.droppedConnection()
+            return Self.droppedConnection(context)
         }
     }
 
@@ -186,18 +189,21 @@ extension ProveSandbox {
         await endHang(id)
     }
 
-    /// A response that closes the connection instead of being sent.
-    ///
-    /// Hummingbird gives a handler neither the channel nor a way to close it (`ApplicationRequestContextSource`
-    /// has the channel, but neither `BasicRequestContext` nor the relay's context keeps it). The handler runs in
-    /// the task that serves the connection, so it cancels that task: Hummingbird's connection loop then closes
-    /// the channel's input, and the response's first write fails with `CancellationError` (NIO's async writer
-    /// refuses writes from a cancelled task) before anything is sent; the loop ends and the channel is closed.
-    /// This works for any `RequestContext`. Should the task not be the connection's (a middleware running the
-    /// handler in a child task, or the router test framework), the body below throws after the head: the client
-    /// gets a head and a connection closed mid-body, or, in the router test framework, an error from `execute`.
-    static func droppedConnection() -> Response {
-        withUnsafeCurrentTask { $0?.cancel() }
+    /// A response that is never sent: the connection closes instead. When the context hands over its
+    /// connection (``ConnectionRequestContext``, as the relay's does), the connection is closed outright,
+    /// before anything is written. Otherwise this cancels the task that serves the connection: Hummingbird
+    /// then closes the channel's input, and the response's first write fails with `CancellationError` (NIO's
+    /// async writer refuses writes from a cancelled task). That way is racy: NIO's HTTP error handler may
+    /// answer the half-closed connection with a 400 first. Should the task not be the connection's (a
+    /// middleware running the handler in a child task, or the router test framework), the body below throws
+    /// after the head: the client gets a head and a connection closed mid-body, or, in the router test
+    /// framework, an error from `execute`.
+    static func droppedConnection(_ context: some RequestContext) -> Response {
+        if let connection = (context as? any ConnectionRequestContext)?.connection {
+            connection.close(promise: nil)
+        } else {
+            withUnsafeCurrentTask { $0?.cancel() }
+        }
         return Response(
             status: .badGateway,
             headers: [.connection: "close"],
@@ -251,6 +257,11 @@ extension ProveSandbox {
 
 /// Thrown by the body of a dropped connection's response, so that nothing more is written.
 struct SandboxConnectionDropped: Error {}
+
+/// A request context that hands the sandbox its connection, so that a dropped-connection fault can close it.
+public protocol ConnectionRequestContext: RequestContext {
+    var connection: any Channel { get }
+}
 
 extension SandboxReply {
     static let noContent = SandboxReply(status: 204, contentType: nil, body: [])

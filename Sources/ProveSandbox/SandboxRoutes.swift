@@ -79,14 +79,15 @@ extension ProveSandbox {
     /// → 204; `DELETE /sandbox/faults/{endpoint}` and `DELETE /sandbox/faults` (all) → 204. `{endpoint}` is a
     /// ``SandboxEndpoint`` name, `*` for all. Bad input → 400 `{"error": "…"}`.
     public nonisolated func addRoutes<Context: RequestContext>(to router: Router<Context>) {
-        router.post("/sandbox/prove/token") { request, _ -> Response in
-            if let faulted = await self.faultedResponse(.token, request: request) { return faulted }
+        router.post("/sandbox/prove/token") { request, context -> Response in
+            if let faulted = await self.faultedResponse(.token, request: request, context: context) { return faulted }
             let body = await Self.collectBody(request)
             return await self.token(form: body).response
         }
         for endpoint in APIEndpoint.allCases {
-            router.post("/sandbox/prove/v3/\(endpoint.rawValue)") { request, _ -> Response in
-                if let faulted = await self.faultedResponse(endpoint.faultEndpoint, request: request) {
+            router.post("/sandbox/prove/v3/\(endpoint.rawValue)") { request, context -> Response in
+                if let faulted = await self.faultedResponse(endpoint.faultEndpoint, request: request, context: context)
+                {
                     return faulted
                 }
                 let authorization = request.headers[.authorization]
