@@ -179,13 +179,18 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     // MARK: - Hummingbird
 
     /// From now on the connection's other requests are read by Hummingbird's HTTP/1 handler, in a task
-    /// of its own; channel requests are still answered here, between its requests.
+    /// of its own on the connection's event loop; channel requests are still answered here, between its
+    /// requests.
     private func handToHummingbird(_ context: ChannelHandlerContext) throws {
         handedToHummingbird = true
         let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
             wrappingChannelSynchronously: context.channel, configuration: .init(isOutboundHalfClosureEnabled: true))
         let (http1, logger) = (http1, logger)
-        Task { await http1.handle(value: asyncChannel, logger: logger) }
+        let executor = EventLoopTaskExecutor(context.eventLoop)
+        Task(executorPreference: executor) {
+            await http1.handle(value: asyncChannel, logger: logger)
+            withExtendedLifetime(executor) {}
+        }
     }
 
     // MARK: - channels
@@ -429,5 +434,20 @@ extension ChannelServices {
         headers[.date] = HTTPDate.now()
         headers[.server] = RelayChildChannel.serverName
         return headers
+    }
+}
+
+/// An event loop as a task's executor. A connection's Hummingbird task runs on the loop that reads and
+/// writes the connection: each step between two awaits (a request read, the store's answer, the
+/// response written) is queued on that loop instead of on Swift's global pool, which saves two thread
+/// switches per request.
+final class EventLoopTaskExecutor: TaskExecutor {
+    let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let (job, executor) = (UnownedJob(job), asUnownedTaskExecutor())
+        eventLoop.execute { job.runSynchronously(on: executor) }
     }
 }
