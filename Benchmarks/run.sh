@@ -51,6 +51,16 @@ start_relay() {
 
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
+# Prints the JSON object given as $1 (empty: {}) with NAME=VALUE fields added; whole numbers stay numbers.
+with_fields() {
+    python3 -c 'import json, sys
+r = json.loads(sys.argv[1] or "{}")
+for field in sys.argv[2:]:
+    name, value = field.split("=", 1)
+    r[name] = int(value) if value.isdigit() else value
+print(json.dumps(r))' "$@"
+}
+
 echo "== anchors: nginx+nchan, nginx static, Pushpin ($N waiters, $RATE taps/s)" >&2
 bash "$bench/run-anchors.sh" "$N" "$RATE" >"$out/anchors.jsonl" 2>"$out/anchors.err" || true
 # Pushpin's processes are still shutting down when that script returns (two of them ran at 12% of a
@@ -67,9 +77,7 @@ for transport in longpoll ws sse; do
     result=$(python3 "$root/Benchmarks/waiters.py" --target relay --transport "$transport" --n "$N" --rate "$RATE" \
         --open-rate 3000 --end-settle 65 --base "http://127.0.0.1:$port" --api-key "$key" --pids "$relay_pid" \
         --tap-from 127.0.0.2 2>>"$out/waiters.err" | tail -1) || true
-    echo "${result:-{\}}" |
-        python3 -c "import json,sys; r=json.load(sys.stdin); r.update(transport='$transport', startup_ms=$startup_ms, idle_kib=$idle_kib); print(json.dumps(r))" \
-            >>"$out/relay.jsonl"
+    with_fields "$result" transport="$transport" startup_ms="$startup_ms" idle_kib="$idle_kib" >>"$out/relay.jsonl"
     stop_relay
 done
 
@@ -103,8 +111,7 @@ soak_start_kib=$(rss_kib "$relay_pid")
 soak=$(cd "$root/Benchmarks" && python3 soak.py --sessions "$SOAK" --base "http://127.0.0.1:$port" \
     --sandbox "http://127.0.0.1:$((port + 1))" --api-key "$key" --pid "$relay_pid" --settle 65 | tail -1) || true
 stop_relay
-echo "${soak:-{\}}" | python3 -c "import json,sys; r=json.load(sys.stdin); r['start_kib']=$soak_start_kib; print(json.dumps(r))" \
-    >"$out/soak.json"
+with_fields "$soak" start_kib="$soak_start_kib" >"$out/soak.json"
 
 echo "== LinkRelay: $N WebSockets that come and go, against the same sandbox (memory after they went)" >&2
 start_relay gone "${sandbox[@]}"
@@ -120,7 +127,7 @@ gone=$(python3 "$root/Benchmarks/waiters.py" --target relay --transport ws --n "
     --pids "$relay_pid" --tap-from 127.0.0.2 2>>"$out/waiters.err" | tail -1) || true
 stop_relay
 kill "$sandbox_pid" 2>/dev/null || true
-echo "${gone:-{\}}" | python3 -c "import json,sys; r=json.load(sys.stdin); r['idle_kib']=$gone_idle_kib; r['start_kib']=$gone_start_kib; print(json.dumps(r))" >"$out/gone.json"
+with_fields "$gone" idle_kib="$gone_idle_kib" start_kib="$gone_start_kib" >"$out/gone.json"
 
 echo "== LinkRelay: session creation against the embedded sandbox" >&2
 start_relay create
