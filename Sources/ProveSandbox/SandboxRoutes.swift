@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import ProveAPI
 
 /// An HTTP reply of the simulator, independent of the web framework.
@@ -156,11 +157,23 @@ public func buildSandboxApplication(
     port: Int,
     logger: Logger
 ) -> some ApplicationProtocol {
-    let router = Router()
+    let router = Router(context: SandboxRequestContext.self)
     sandbox.addRoutes(to: router)
     return Application(
         router: router,
         configuration: .init(address: .hostname(host, port: port), serverName: "LinkRelay-ProveSandbox"),
         logger: logger
     )
+}
+
+/// The standalone sandbox's request context: Hummingbird's core storage and the connection, which a
+/// dropped-connection fault closes.
+public struct SandboxRequestContext: ConnectionRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let connection: any Channel
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        connection = source.channel
+    }
 }

@@ -7,7 +7,7 @@ import Testing
 
 @testable import ProveSandbox
 
-@Suite struct SandboxFaultSpecTests {
+@Suite(.timeLimit(.minutes(1))) struct SandboxFaultSpecTests {
     struct Good: Sendable, CustomTestStringConvertible {
         var spec: String
         var endpoint: String
@@ -124,7 +124,7 @@ import Testing
     }
 }
 
-@Suite struct SandboxFaultRouterTests {
+@Suite(.timeLimit(.minutes(1))) struct SandboxFaultRouterTests {
     @Test func errorRateHalfFailsExactlyEverySecondRequest() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await makeSandboxApp(sandbox).test(.router) { client in
@@ -270,7 +270,7 @@ import Testing
     }
 }
 
-@Suite struct SandboxFaultControlTests {
+@Suite(.timeLimit(.minutes(1))) struct SandboxFaultControlTests {
     @Test func controlEndpointsSetListAndClearFaults() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await makeSandboxApp(sandbox).test(.router) { client in
@@ -334,10 +334,11 @@ import Testing
 }
 
 /// Faults as a client over TCP sees them: these need a live server.
-@Suite struct SandboxFaultLiveTests {
+@Suite(.timeLimit(.minutes(1))) struct SandboxFaultLiveTests {
     static let quietLogger = Logger(label: "sandbox-faults", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    /// A router with `BasicRequestContext`, which (like the relay's `RelayContext`) does not keep the channel.
+    /// A router with `BasicRequestContext`, which does not hand over its connection: a drop cancels the
+    /// connection's task instead of closing it (the standalone sandbox's context closes it).
     static func routerApp(_ sandbox: ProveSandbox) -> some ApplicationProtocol {
         let router = Router()
         sandbox.addRoutes(to: router)
