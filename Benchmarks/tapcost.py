@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """CPU the relay spends per session creation and per tap (landing to result), read from /proc/PID/stat.
 
-Creates --n sessions (--conc at a time) against a running relay with the embedded sandbox, opens each
+Creates --n sessions (--conc at a time) against a running relay with the embedded sandbox (or the one at
+--sandbox, such as `linkrelay sandbox` for a relay on PostgreSQL), opens each
 Instant Link in the sandbox (the phone's visit to Prove), then lands them all and waits until
 /metrics counts every result. Prints, for each phase, the rate reached and the relay's CPU time
 (user + system, all threads) per operation. No channel is open, so this is the cost of the work itself.
@@ -31,6 +32,7 @@ async def results(http, base):
 async def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", default="http://127.0.0.1:18700")
+    p.add_argument("--sandbox", help="the sandbox's base URL when it is not the relay's (default: --base)")
     p.add_argument("--api-key", required=True)
     p.add_argument("--pid", type=int, required=True)
     p.add_argument("--n", type=int, default=3000)
@@ -55,7 +57,7 @@ async def main():
         print(f"create: {a.n / (t1 - t0):.0f}/s, {(cpu1 - cpu0) / a.n * 1000:.3f} ms of relay CPU each")
 
         targets = {s["finalTargetUrl"] for s in sessions}
-        async with http.get(f"{a.base}/sandbox/outbox", params={"phoneNumber": a.phone}) as r:
+        async with http.get(f"{a.sandbox or a.base}/sandbox/outbox", params={"phoneNumber": a.phone}) as r:
             messages = (await r.json())["messages"]
         landings = []
 

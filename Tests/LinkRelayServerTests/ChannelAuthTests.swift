@@ -46,7 +46,7 @@ private func expectChannelProblem(
     #expect(!answer.body.contains("\"seq\""), "no event in a refusal", sourceLocation: sourceLocation)
 }
 
-@Suite("Channel authorization")
+@Suite("Channel authorization", .timeLimit(.minutes(1)))
 struct ChannelAuthTests {
     static let evil = "https://evil.example"
 

@@ -18,7 +18,7 @@ private func resolve(
     try RelayConfiguration.resolve(flags: flags, environment: environment)
 }
 
-@Suite("Configuration")
+@Suite("Configuration", .timeLimit(.minutes(1)))
 struct ConfigurationTests {
     static let key1 = "key-one-0123456789abcdef"
     static let key2 = "key-two-0123456789abcdef"

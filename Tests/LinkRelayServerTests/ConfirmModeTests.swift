@@ -3,7 +3,7 @@ import Testing
 
 /// `--confirm-on-phone`: the landing GET is safe (scanners and previews change nothing); the page's
 /// POST counts as the tap, once; "Not me" ends the session.
-@Suite("Confirm on phone")
+@Suite("Confirm on phone", .timeLimit(.minutes(1)))
 struct ConfirmModeTests {
     static let confirm: [String: [String]] = ["confirm-on-phone": ["on"], "integrator-name": ["Acme Bank"]]
 

@@ -6,7 +6,7 @@ import Testing
 
 /// A desktop that goes away frees its channel at once: the open-channel gauge falls back to 0
 /// while the session is still waiting (nothing ended the channel but the client leaving).
-@Suite("Disconnects")
+@Suite("Disconnects", .timeLimit(.minutes(1)))
 struct DisconnectTests {
     /// Reads `linkrelay_open_channels{transport=...}` until it equals `expected` (bounded; each try is a request).
     func waitForOpenChannels(_ relay: TestRelay, _ transport: String, _ expected: Int) async throws -> Bool {

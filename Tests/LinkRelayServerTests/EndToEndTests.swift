@@ -7,7 +7,7 @@ import Testing
 
 /// The relay's core loop on a live server: a desktop waits, the sandbox phone taps, the desktop
 /// learns it, and the result comes from Prove (the embedded sandbox).
-@Suite("End to end")
+@Suite("End to end", .timeLimit(.minutes(1)))
 struct EndToEndTests {
     @Test("WebSocket: waiting, tapped, then result verified")
     func webSocketVerified() async throws {

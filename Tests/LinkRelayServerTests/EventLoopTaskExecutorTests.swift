@@ -4,7 +4,7 @@ import Testing
 
 @testable import LinkRelayServer
 
-@Suite("A connection's task on its event loop")
+@Suite("A connection's task on its event loop", .timeLimit(.minutes(1)))
 struct EventLoopTaskExecutorTests {
     @Test("Every step of the task runs on the loop, before and after awaits that resume elsewhere")
     func stepsRunOnTheLoop() async throws {

@@ -2,7 +2,7 @@ import Testing
 
 @testable import LinkRelayServer
 
-@Suite("The Date header of the relay's own answers")
+@Suite("The Date header of the relay's own answers", .timeLimit(.minutes(1)))
 struct HTTPDateTests {
     @Test("IMF-fixdate, as RFC 9110 writes its example and Hummingbird its dates")
     func format() {

@@ -5,7 +5,7 @@ import Testing
 @testable import LinkRelayServer
 
 /// The hand-written JSON of the store and the channels says what `Codable` would.
-@Suite("Hand-written JSON")
+@Suite("Hand-written JSON", .timeLimit(.minutes(1)))
 struct HandWrittenJSONTests {
     static let now = Date(timeIntervalSinceReferenceDate: 785_412_345.678_901_2)
 

@@ -5,7 +5,7 @@ import Testing
 @testable import LinkRelayServer
 
 /// The strict landing rules of API.md: every input gets its status, and a rejected one changes nothing.
-@Suite("Landing")
+@Suite("Landing", .timeLimit(.minutes(1)))
 struct LandingTests {
     static let uuid = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
     static let long = String(repeating: "a", count: 8192)

@@ -4,7 +4,7 @@ import Testing
 
 /// Each rate and connection limit trips at its configured number with a bare 429 that changes
 /// nothing, and recovers (rates after a minute on the relay's clock, connections when one closes).
-@Suite("Rate and connection limits")
+@Suite("Rate and connection limits", .timeLimit(.minutes(1)))
 struct LimitsTests {
     static let validQuery = "?asc=true&authId=0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
     /// The test client connects from 127.0.0.1; trusting it lets each request name its client.

@@ -4,7 +4,7 @@ import Testing
 @testable import LinkRelayServer
 
 /// Logs are read by more people than the API: no key, token, authId or full phone number may reach them.
-@Suite("Log hygiene")
+@Suite("Log hygiene", .timeLimit(.minutes(1)))
 struct LogHygieneTests {
     @Test("A whole session at trace level logs no API key, channel token, authToken, authId or phone number")
     func noSecretsInLogs() async throws {

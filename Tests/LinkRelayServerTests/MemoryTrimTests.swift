@@ -9,7 +9,7 @@ private let underThreadSanitizer = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") !
 
 /// One test at a time, the thresholds' first: glibc serves a block from free chunks of the same size
 /// or larger before it maps one, and the other test leaves 64 MiB of them behind in its thread's heap.
-@Suite("Memory trim", .serialized)
+@Suite("Memory trim", .serialized, .timeLimit(.minutes(1)))
 struct MemoryTrimTests {
     /// Resident memory of this process, in KiB.
     private func residentKiB() throws -> Int {

@@ -60,7 +60,7 @@ private func expectSafePage(
     #expect(external == 0, "protocol-relative URLs", sourceLocation: sourceLocation)
 }
 
-@Suite("Operations and pages")
+@Suite("Operations and pages", .timeLimit(.minutes(1)))
 struct OpsTests {
     @Test("/healthz and /readyz are 200, to GET and to HEAD (without a body)", arguments: ["/healthz", "/readyz"])
     func health(path: String) async throws {

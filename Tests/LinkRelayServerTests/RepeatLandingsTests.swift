@@ -5,7 +5,7 @@ import Testing
 
 @testable import LinkRelayServer
 
-@Suite("Repeat landings kept in memory")
+@Suite("Repeat landings kept in memory", .timeLimit(.minutes(1)))
 struct RepeatLandingsTests {
     static let authId = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
 

@@ -6,7 +6,7 @@ import Testing
 
 @testable import LinkRelayServer
 
-@Suite("SQLite store")
+@Suite("SQLite store", .timeLimit(.minutes(1)))
 struct SQLiteStoreTests {
     static func session(_ index: Int) -> Session {
         let now = Date()

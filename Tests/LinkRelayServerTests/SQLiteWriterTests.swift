@@ -7,7 +7,7 @@ import Testing
 
 @testable import LinkRelayServer
 
-@Suite("SQLite writer")
+@Suite("SQLite writer", .timeLimit(.minutes(1)))
 struct SQLiteWriterTests {
     struct Refused: Error {}
 

@@ -3,7 +3,7 @@ import Testing
 
 /// Headers and absolute URLs: HSTS when the public URL is https, the landing headers on every page,
 /// no third-party resources, and nothing taken from `Host`.
-@Suite("Security headers")
+@Suite("Security headers", .timeLimit(.minutes(1)))
 struct SecurityHeadersTests {
     static let https: [String: [String]] = ["public-url": ["https://relay.example"], "confirm-on-phone": ["on"]]
 

@@ -76,7 +76,7 @@ struct SessionsInvalidField: Sendable, CustomTestStringConvertible {
     }
 }
 
-@Suite("Sessions API")
+@Suite("Sessions API", .timeLimit(.minutes(1)))
 struct SessionsAPITests {
     static let createBody = #"{"phoneNumber":"2001004014"}"#
 

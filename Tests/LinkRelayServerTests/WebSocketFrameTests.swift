@@ -5,7 +5,7 @@ import Testing
 @testable import LinkRelayServer
 
 /// A desktop's WebSocket is held to the relay's caps: every bad frame kind gets its own close code.
-@Suite("WebSocket frame rules")
+@Suite("WebSocket frame rules", .timeLimit(.minutes(1)))
 struct WebSocketFrameTests {
     static let text: UInt8 = 0x1
     static let continuation: UInt8 = 0x0

@@ -4,7 +4,7 @@ import ProveAPI
 import Testing
 
 /// Retries, timeouts and error mapping of `HTTPProveClient` against a scripted faulty server.
-@Suite struct HTTPProveClientFaultTests {
+@Suite(.timeLimit(.minutes(1))) struct HTTPProveClientFaultTests {
     static let status503 = ScriptedProve.Step.respond(status: 503, body: #"{"code":8000,"message":"busy"}"#)
 
     func makeClient(
@@ -268,7 +268,7 @@ import Testing
     }
 }
 
-@Suite struct RetryPolicyTests {
+@Suite(.timeLimit(.minutes(1))) struct RetryPolicyTests {
     @Test func backoffIsExponentialAndCapped() {
         let policy = RetryPolicy()
         #expect(policy.backoffCap(retry: 1) == .milliseconds(100))
@@ -293,7 +293,7 @@ import Testing
     }
 }
 
-@Suite struct ProveEnvironmentTests {
+@Suite(.timeLimit(.minutes(1))) struct ProveEnvironmentTests {
     @Test func mapsNamesAndURLs() {
         #expect(ProveEnvironment.baseURL(for: "uat") == "https://platform.uat.proveapis.com")
         #expect(ProveEnvironment.baseURL(for: "prod") == "https://platform.proveapis.com")
@@ -308,7 +308,7 @@ import Testing
     }
 }
 
-@Suite struct ModelTests {
+@Suite(.timeLimit(.minutes(1))) struct ModelTests {
     @Test func unifyRequestOmitsNilFields() throws {
         let request = UnifyRequest(
             possessionType: "desktop",

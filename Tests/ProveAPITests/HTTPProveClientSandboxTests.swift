@@ -6,7 +6,7 @@ import ProveSandbox
 import Testing
 
 /// Happy paths of `HTTPProveClient` against the sandbox served live.
-@Suite struct HTTPProveClientSandboxTests {
+@Suite(.timeLimit(.minutes(1))) struct HTTPProveClientSandboxTests {
     @Test func desktopInstantLinkFlowEndToEnd() async throws {
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in

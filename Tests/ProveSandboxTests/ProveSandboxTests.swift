@@ -7,7 +7,7 @@ import Testing
 
 @testable import ProveSandbox
 
-@Suite struct TokenEndpointTests {
+@Suite(.timeLimit(.minutes(1))) struct TokenEndpointTests {
     @Test func goodCredentialsGetABearerToken() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase, tokenLifetime: 1800)
         try await makeSandboxApp(sandbox).test(.router) { client in
@@ -64,7 +64,7 @@ import Testing
     }
 }
 
-@Suite struct UnifyDesktopTests {
+@Suite(.timeLimit(.minutes(1))) struct UnifyDesktopTests {
     @Test func instantLinkFlowPassesAfterTheLinkIsOpened() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase + "/")
         try await makeSandboxApp(sandbox).test(.router) { client in
@@ -300,7 +300,7 @@ import Testing
     }
 }
 
-@Suite struct StandaloneSandboxTests {
+@Suite(.timeLimit(.minutes(1))) struct StandaloneSandboxTests {
     @Test func standaloneApplicationServesTheSameRoutes() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         let app = buildSandboxApplication(sandbox: sandbox, host: "127.0.0.1", port: 0, logger: Logger(label: "t"))
@@ -322,7 +322,7 @@ import Testing
     }
 }
 
-@Suite struct CustomerSuppliedPossessionTests {
+@Suite(.timeLimit(.minutes(1))) struct CustomerSuppliedPossessionTests {
     @Test func possessionRequiredUntilBind() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await makeSandboxApp(sandbox).test(.router) { client in
@@ -353,7 +353,7 @@ import Testing
     }
 }
 
-@Suite struct PrefillTests {
+@Suite(.timeLimit(.minutes(1))) struct PrefillTests {
     @Test func shortTermUserPassesEveryStep() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await makeSandboxApp(sandbox).test(.router) { client in

@@ -6,7 +6,7 @@ import Testing
 @testable import ProveSandbox
 
 /// The relay's in-process client of its embedded sandbox.
-@Suite struct SandboxProveClientTests {
+@Suite(.timeLimit(.minutes(1))) struct SandboxProveClientTests {
     /// Stands in for the HTTP client: counts the calls that reach it and answers `pending`.
     final class OverHTTP: ProveClient, @unchecked Sendable {
         private let lock = NSLock()
