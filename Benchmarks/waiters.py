@@ -21,7 +21,10 @@ five additions:
     and the search then holds up every waiter's clock; phones come from their own addresses;
   - once the waiters are open, everything this process holds is frozen out of Python's garbage
     collector (gc.freeze), so that its full collections during the taps do not walk the waiters'
-    15,000 connections again: they took 150-700 ms each, and held up every clock meanwhile.
+    15,000 connections again: they took 150-700 ms each, and held up every clock meanwhile; and
+    the collector is off until every waiter has its events, since even its collections of young
+    objects took 30-170 ms now and then (one at 5 s into a long-poll run's taps made 116 of its
+    272 taps over 2 ms); what they would free is freed after.
 
 One process, one clock: every waiter records when its events arrived, every tap records when it
 was sent, so tap->event latency needs no clock sync. Targets:
@@ -306,6 +309,7 @@ async def main():
         sent, statuses = {}, {}
         gc.collect()
         gc.freeze()
+        gc.disable()
 
         in_flight = asyncio.Semaphore(1 if args.sequential_taps else args.tap_concurrency)
 
@@ -328,6 +332,7 @@ async def main():
         await asyncio.gather(*taps)
         tap_s = time.monotonic() - t0
         results = await asyncio.gather(*tasks, return_exceptions=True)
+        gc.enable()
     # After the client has closed its connections (kept-alive polls included).
     await asyncio.sleep(args.end_settle)
     rss_end = rss_kib(pids)
