@@ -191,13 +191,13 @@ extension ProveSandbox {
 
     /// A response that is never sent: the connection closes instead. When the context hands over its
     /// connection (``ConnectionRequestContext``, as the relay's and the standalone sandbox's do), the
-    /// connection is closed outright, before anything is written. Otherwise this cancels the task that serves the connection: Hummingbird
-    /// then closes the channel's input, and the response's first write fails with `CancellationError` (NIO's
-    /// async writer refuses writes from a cancelled task). That way is racy: NIO's HTTP error handler may
-    /// answer the half-closed connection with a 400 first. Should the task not be the connection's (a
-    /// middleware running the handler in a child task, or the router test framework), the body below throws
-    /// after the head: the client gets a head and a connection closed mid-body, or, in the router test
-    /// framework, an error from `execute`.
+    /// connection is closed outright, before anything is written. Otherwise this cancels the task that
+    /// serves the connection: Hummingbird then closes the channel's input, and the response's first
+    /// write fails with `CancellationError` (NIO's async writer refuses writes from a cancelled task).
+    /// That way is racy: NIO's HTTP error handler may answer the half-closed connection with a 400
+    /// first. Should the task not be the connection's (a middleware running the handler in a child
+    /// task, or the router test framework), the body below throws after the head: the client gets a
+    /// head and a connection closed mid-body, or, in the router test framework, an error from `execute`.
     static func droppedConnection(_ context: some RequestContext) -> Response {
         if let connection = (context as? any ConnectionRequestContext)?.connection {
             connection.close(promise: nil)
