@@ -55,7 +55,11 @@ import Testing
         }
         #expect(status.success == "true")
         #expect(await server.apiRequests == 2)
-        #expect(observer.calls.value == ["token 200", "unify-status timeout", "unify-status 200"])
+        // Only unify-status stalls. The token's attempt has the same 3 s and may run out too on a
+        // loaded machine (under ThreadSanitizer, with the other suites), and is then retried as well.
+        let calls = observer.calls.value
+        #expect(calls.last(where: { $0.hasPrefix("token") }) == "token 200")
+        #expect(calls.filter { $0.hasPrefix("unify-status") } == ["unify-status timeout", "unify-status 200"])
     }
 
     @Test func a429HonoursRetryAfter() async throws {
