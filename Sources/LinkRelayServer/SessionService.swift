@@ -311,11 +311,10 @@ final class SessionService: Sendable {
             let events = kinds.map { session.record($0, at: now) }
             session.version = current.version + 1
             // The events are announced as soon as they are committed, from wherever that happens.
-            let (bus, id) = (bus, session.id)
-            let committed = try await store.update(session, expectedVersion: current.version, appending: events) {
-                bus.publish(sessionID: id, events: events)
+            let written = try await store.update(session, expectedVersion: current.version, appending: events) {
+                [bus, id = session.id] in bus.publish(sessionID: id, events: events)
             }
-            if committed {
+            if written {
                 if session.state.isTerminal { expiries.finished(session.id) }
                 return session
             }
