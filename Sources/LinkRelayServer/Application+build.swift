@@ -137,7 +137,7 @@ public func buildLinkRelay(
     var listener: PostgresListener?
     var instances: [any Service] = []
     if let postgres, case .postgres(let url) = configuration.store {
-        let bus = PostgresListener(url: url, hub: hub, logger: logger)
+        let bus = PostgresListener(url: url, store: postgres, hub: hub, logger: logger)
         listener = bus
         instances = [bus, InstanceCoordinator(store: postgres, service: service)]
     }

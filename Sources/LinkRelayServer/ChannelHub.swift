@@ -95,6 +95,9 @@ final class ChannelHub: EventBus {
         for deliver in listeners { deliver(.events(events)) }
     }
 
+    /// Whether a channel of `sessionID` listens on this instance.
+    func hasChannels(of sessionID: String) -> Bool { state.withLock { $0.sessions[sessionID] != nil } }
+
     /// Another instance stored events of `sessionID`, the last one `seq`.
     func changed(sessionID: String, upTo seq: Int) {
         let listeners = state.withLock { state in state.sessions[sessionID]?.values.map(\.deliver) ?? [] }

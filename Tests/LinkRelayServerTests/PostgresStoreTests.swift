@@ -97,6 +97,28 @@ struct PostgresStoreTests {
         try await store.close()
     }
 
+    @Test("The events of several sessions come in one read, each session's in order; unknown ones have none")
+    func eventsOfSeveralSessions() async throws {
+        let store = try await Self.open(try await TestPostgres.createDatabase())
+        var written: [String: [SessionEvent]] = [:]
+        for index in 1...3 {
+            let (session, waiting) = Self.waiting(index)
+            try await store.insert(session, event: waiting)
+            written[session.id] = [waiting]
+        }
+        var (second, _) = Self.waiting(2)
+        let tapped = second.record(.tapped(asc: true), at: Date())
+        let result = second.record(.result(.verified), at: Date())
+        second.version += 1
+        #expect(try await store.update(second, expectedVersion: second.version - 1, appending: [tapped, result]))
+        written["ses_2"]! += [tapped, result]
+
+        #expect(try await store.events(of: ["ses_2", "ses_1", "ses_3", "ses_9"]) == written)
+        #expect(try await store.events(of: ["ses_2"]) == ["ses_2": written["ses_2"]!])
+        #expect(try await store.events(of: ["ses_9"]).isEmpty)
+        try await store.close()
+    }
+
     @Test("Instances starting at once apply each schema version once, and a restart applies none")
     func migrationsOnce() async throws {
         let url = try await TestPostgres.createDatabase()

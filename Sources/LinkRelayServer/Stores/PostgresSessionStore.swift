@@ -234,6 +234,16 @@ final class PostgresSessionStore: SessionStore {
         }
     }
 
+    /// Every event of each of `sessionIDs`, in order, by session (none for a session that has none):
+    /// one query for all of them.
+    func events(of sessionIDs: [String]) async throws -> [String: [SessionEvent]] {
+        var events: [String: [SessionEvent]] = [:]
+        for (id, data) in try await all(EventsOf(sessionIDs: sessionIDs)) {
+            events[id, default: []].append(try decoder.decode(SessionEvent.self, from: Data(data.utf8)))
+        }
+        return events
+    }
+
     func activeSessions() async throws -> [Session] {
         try await decodeAll(Session.self, "SELECT data FROM linkrelay_sessions WHERE state IN ('waiting', 'tapped')")
     }
@@ -316,6 +326,14 @@ private struct EventsAfter: StoredText {
     var sessionID: String
     var after: Int
     func makeBindings() -> PostgresBindings { .init(sessionID, after) }
+}
+
+/// Every event of several sessions, as (session id, event) rows in each session's order.
+private struct EventsOf: PostgresPreparedStatement {
+    static let sql = "SELECT session_id, data FROM linkrelay_events WHERE session_id = ANY($1) ORDER BY session_id, seq"
+    var sessionIDs: [String]
+    func makeBindings() -> PostgresBindings { .init(sessionIDs) }
+    func decodeRow(_ row: PostgresRow) throws -> (String, String) { try row.decode((String, String).self) }
 }
 
 /// Claims the session's verification (see `sessionToVerify`) and returns it.
