@@ -165,11 +165,11 @@ public func buildLinkRelay(
             Verifier(service: service),
             ExpirySweeper(service: service),
             ChannelHeartbeat(hub: hub, clock: clock),
-            MemoryTrim(release: {
+            MemoryTrim(activity: { hub.activity }) {
                 await store.releaseMemory()
                 service.expiries.compact()
                 hub.compact()
-            }),
+            },
         ] + instances,
         onServerRunning: { channel in
             logger.notice(

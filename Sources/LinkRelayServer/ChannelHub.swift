@@ -31,6 +31,8 @@ final class ChannelHub: EventBus {
         var sessions: [String: [UInt64: Listener]] = [:]
         var nextID: UInt64 = 0
         var count = 0
+        /// Channels opened and closed, and events handed out, since start (see `activity`).
+        var activity = 0
         /// When listeners asked to be woken. An entry whose listener has gone or asked for another time
         /// is skipped when it comes up.
         var wakes = DeadlineHeap<(sessionID: String, id: UInt64)>()
@@ -48,6 +50,7 @@ final class ChannelHub: EventBus {
         let (id, shuttingDown) = state.withLock { state -> (UInt64, Bool) in
             state.nextID += 1
             state.count += 1
+            state.activity += 1
             state.sessions[sessionID, default: [:]][state.nextID] = Listener(deliver: deliver, wakeAt: wakeAt)
             if let wakeAt { state.wakes.insert((sessionID, state.nextID), at: wakeAt) }
             return (state.nextID, state.shuttingDown)
@@ -59,6 +62,10 @@ final class ChannelHub: EventBus {
 
     /// Number of channels listening on this instance.
     var listenerCount: Int { state.withLock { $0.count } }
+
+    /// How much the channels and sessions of this instance have done: it grows by one for each channel
+    /// opened or closed and each write's events handed out. `MemoryTrim` waits for it to rest.
+    var activity: Int { state.withLock { $0.activity } }
 
     /// Tells every channel, and every one opened from now on, that the relay is shutting down.
     func beginShutdown() {
@@ -91,7 +98,10 @@ final class ChannelHub: EventBus {
 
     func publish(sessionID: String, events: [SessionEvent]) {
         guard !events.isEmpty else { return }
-        let listeners = state.withLock { state in state.sessions[sessionID]?.values.map(\.deliver) ?? [] }
+        let listeners = state.withLock { state in
+            state.activity += 1
+            return state.sessions[sessionID]?.values.map(\.deliver) ?? []
+        }
         for deliver in listeners { deliver(.events(events)) }
     }
 
@@ -154,6 +164,7 @@ final class ChannelHub: EventBus {
             guard state.sessions[sessionID]?.removeValue(forKey: id) != nil else { return [] }
             if state.sessions[sessionID]?.isEmpty == true { state.sessions[sessionID] = nil }
             state.count -= 1
+            state.activity += 1
             guard state.count == 0 else { return [] }
             defer { state.drainWaiters = [:] }
             return Array(state.drainWaiters.values)

@@ -50,6 +50,36 @@ struct MemoryTrimTests {
         blocks = []
     }
 
+    @Test(
+        "A pass comes once the relay's work has gone quiet, never while it is busy, and not twice for one quiet spell")
+    func passesWhenQuiet() async throws {
+        let clock = ManualClock()
+        let work = Locked(0)
+        let passes = Locked(0)
+        let trim = MemoryTrim(
+            clock: clock, interval: 10, activity: { work.withLock { $0 } }, quiet: 10,
+            release: { passes.withLock { $0 += 1 } })
+        let running = Task { try await trim.run() }
+        defer { running.cancel() }
+
+        /// Lets an interval go by with `units` of work in it; returns the passes so far once the trim
+        /// has looked and gone back to sleep.
+        func interval(working units: Int) async -> Int {
+            await clock.waitForSleepers(1)
+            work.withLock { $0 += units }
+            clock.advance(by: 10)
+            await clock.waitForSleepers(1)
+            return passes.withLock { $0 }
+        }
+        #expect(await interval(working: 5_000) == 0)  // a burst
+        #expect(await interval(working: 300) == 0)  // its tail
+        #expect(await interval(working: 0) == 1)  // quiet: the pass
+        #expect(await interval(working: 0) == 1)  // still quiet, nothing new to give back
+        #expect(await interval(working: 3) == 2)  // a trickle counts as quiet
+        #expect(await interval(working: 10) == 2)  // ten units in an interval do not
+        #expect(await interval(working: 0) == 3)
+    }
+
     @Test("The expiry queue forgets sessions that ended: never due, and dropped by compact")
     func expiryQueueCompaction() {
         let queue = ExpiryQueue()

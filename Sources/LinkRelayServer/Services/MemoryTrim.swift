@@ -1,19 +1,30 @@
+import Foundation
+import LinkRelayCore
 import ServiceLifecycle
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// Gives memory back to the operating system every `interval`: first `release` lets go of what is
-/// kept only for speed (the store's caches, stale timer entries), then glibc returns free pages.
+/// Gives memory back to the operating system once the relay has gone quiet: first `release` lets go
+/// of what is kept only for speed (the store's caches, stale timer entries), then glibc returns free
+/// pages.
 ///
 /// glibc keeps what a burst of channels or sessions freed inside its heaps, so the relay's resident
 /// memory stayed at its peak long after the load was gone (190 MiB after 5,000 long-polls had
-/// finished, against 41 MiB idle); `malloc_trim` releases the free pages (77 MiB). It takes a few
-/// milliseconds on one thread, off the event loops. At start it keeps glibc's thresholds fixed
-/// (`fixThresholds`).
+/// finished, against 41 MiB idle); `malloc_trim` releases the free pages (77 MiB). At start it keeps
+/// glibc's thresholds fixed (`fixThresholds`).
+///
+/// A pass is not free: with 15,000 channels open, `release` and `malloc_trim` took about 30 ms, during
+/// which writes, the hub and glibc's heaps waited, and every landing in that time was late. Under load
+/// the memory would be taken again at once anyway. So every `interval` it looks at `activity` (which
+/// grows with the relay's work) and passes only when that grew by less than `quiet` since the last
+/// look, and not again until it has grown: at most `2 × interval` after a burst, never during one.
 struct MemoryTrim: Service {
-    var interval: Duration = .seconds(30)
+    var clock: any RelayClock = SystemClock()
+    var interval: TimeInterval = 10
+    var activity: @Sendable () -> Int = { 0 }
+    var quiet = 10
     var release: @Sendable () async -> Void = {}
 
     /// glibc's `malloc_trim`, or nil where there is none (`malloc.h` is not in Swift's Glibc module).
@@ -53,10 +64,17 @@ struct MemoryTrim: Service {
     func run() async throws {
         Self.fixThresholds()
         try? await cancelWhenGracefulShutdown {
+            var seen = activity()
+            var passedAt: Int?
             while true {
-                try await Task.sleep(for: interval)
-                await release()
-                _ = Self.trim?(0)
+                try await clock.sleep(until: clock.now().addingTimeInterval(interval))
+                let now = activity()
+                if now - seen < quiet, now != passedAt {
+                    await release()
+                    _ = Self.trim?(0)
+                    passedAt = now
+                }
+                seen = now
             }
         }
     }
