@@ -19,12 +19,15 @@ import ServiceLifecycle
 /// which writes, the hub and glibc's heaps waited, and every landing in that time was late. Under load
 /// the memory would be taken again at once anyway. So every `interval` it looks at `activity` (which
 /// grows with the relay's work) and passes only when that grew by less than `quiet` since the last
-/// look, and not again until it has grown: at most `2 × interval` after a burst, never during one.
+/// look: within `2 × interval` of a burst's end, not during one. (The store's cache drops an ended
+/// session at the second pass after it ended, so a quiet relay has it gone within `3 × interval`.)
+/// Under load that never lets up, it still passes every `longest`, so that what a burst left comes back.
 struct MemoryTrim: Service {
     var clock: any RelayClock = SystemClock()
     var interval: TimeInterval = 10
     var activity: @Sendable () -> Int = { 0 }
     var quiet = 10
+    var longest: TimeInterval = 300
     var release: @Sendable () async -> Void = {}
 
     /// glibc's `malloc_trim`, or nil where there is none (`malloc.h` is not in Swift's Glibc module).
@@ -65,14 +68,14 @@ struct MemoryTrim: Service {
         Self.fixThresholds()
         try? await cancelWhenGracefulShutdown {
             var seen = activity()
-            var passedAt: Int?
+            var passed = clock.now()
             while true {
                 try await clock.sleep(until: clock.now().addingTimeInterval(interval))
                 let now = activity()
-                if now - seen < quiet, now != passedAt {
+                if now - seen < quiet || clock.now().timeIntervalSince(passed) >= longest {
                     await release()
                     _ = Self.trim?(0)
-                    passedAt = now
+                    passed = clock.now()
                 }
                 seen = now
             }

@@ -102,6 +102,7 @@ final class PostgresListener: Service {
                     hub.publish(sessionID: sessionID, events: events)
                 }
             } catch {
+                guard !Task.isCancelled else { return }
                 logger.warning("Could not read other instances' events", metadata: ["error": "\(error)"])
                 for (sessionID, seq) in sessions { hub.changed(sessionID: sessionID, upTo: seq) }
             }
