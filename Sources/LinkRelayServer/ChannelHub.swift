@@ -29,6 +29,8 @@ final class ChannelHub: EventBus {
 
     private struct State {
         var sessions: [String: [UInt64: Listener]] = [:]
+        /// The last seq handed to the listeners of each session in `sessions` (see `lacks`).
+        var handedOut: [String: Int] = [:]
         var nextID: UInt64 = 0
         var count = 0
         /// Channels opened and closed, and events handed out, since start (see `activity`).
@@ -98,15 +100,20 @@ final class ChannelHub: EventBus {
 
     func publish(sessionID: String, events: [SessionEvent]) {
         guard !events.isEmpty else { return }
-        let listeners = state.withLock { state in
+        let listeners = state.withLock { state -> [Deliver] in
             state.activity += 1
-            return state.sessions[sessionID]?.values.map(\.deliver) ?? []
+            guard let listeners = state.sessions[sessionID] else { return [] }
+            state.handedOut[sessionID] = max(state.handedOut[sessionID] ?? 0, events[events.count - 1].seq)
+            return listeners.values.map(\.deliver)
         }
         for deliver in listeners { deliver(.events(events)) }
     }
 
-    /// Whether a channel of `sessionID` listens on this instance.
-    func hasChannels(of sessionID: String) -> Bool { state.withLock { $0.sessions[sessionID] != nil } }
+    /// Whether a channel of `sessionID` listens on this instance and has not been handed `seq` yet: a
+    /// wake-up for this instance's own write comes back after the write's events were handed out.
+    func lacks(sessionID: String, upTo seq: Int) -> Bool {
+        state.withLock { state in state.sessions[sessionID] != nil && state.handedOut[sessionID] ?? 0 < seq }
+    }
 
     /// Another instance stored events of `sessionID`, the last one `seq`.
     func changed(sessionID: String, upTo seq: Int) {
@@ -145,6 +152,7 @@ final class ChannelHub: EventBus {
             let sessions = state.sessions
             state.wakes.removeAll { sessions[$0.value.sessionID]?[$0.value.id]?.wakeAt != $0.date }
             state.sessions.releaseUnusedCapacity()
+            state.handedOut.releaseUnusedCapacity()
         }
     }
 
@@ -162,7 +170,10 @@ final class ChannelHub: EventBus {
     fileprivate func remove(sessionID: String, id: UInt64) {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             guard state.sessions[sessionID]?.removeValue(forKey: id) != nil else { return [] }
-            if state.sessions[sessionID]?.isEmpty == true { state.sessions[sessionID] = nil }
+            if state.sessions[sessionID]?.isEmpty == true {
+                state.sessions[sessionID] = nil
+                state.handedOut[sessionID] = nil
+            }
             state.count -= 1
             state.activity += 1
             guard state.count == 0 else { return [] }

@@ -8,7 +8,8 @@ import Synchronization
 /// wake-ups that the PostgreSQL store sends with each write, and hands the events they announce to
 /// this instance's channels. The store stays the truth: a wake-up only says which session to read.
 ///
-/// A wake-up for a session with a channel here puts it on a list, and one reader reads the events of
+/// A wake-up for a session with a channel here that lacks its events (not one for this instance's own
+/// write, whose events were handed out at commit) puts it on a list, and one reader reads the events of
 /// every session on the list in one query, then hands them to the hub. Wake-ups that come while a read
 /// is under way share the next one, so the reads grow fewer exactly when the instance is busiest.
 ///
@@ -66,7 +67,7 @@ final class PostgresListener: Service {
                             let parts = notification.payload.split(separator: " ")
                             guard parts.count == 2, let seq = Int(parts[1]) else { continue }
                             let sessionID = String(parts[0])
-                            guard hub.hasChannels(of: sessionID) else { continue }
+                            guard hub.lacks(sessionID: sessionID, upTo: seq) else { continue }
                             unread.withLock { $0[sessionID] = max($0[sessionID] ?? 0, seq) }
                             ring.yield()
                         }
@@ -92,9 +93,8 @@ final class PostgresListener: Service {
     private func readUnread() async {
         for await _ in rings {
             let sessions = unread.withLock { unread in
-                let sessions = unread
-                unread = [:]
-                return sessions
+                defer { unread = [:] }
+                return unread
             }
             guard !sessions.isEmpty else { continue }
             do {
