@@ -14,9 +14,10 @@ struct LinkRelayCommand: AsyncParsableCommand {
         defaultSubcommand: Serve.self)
 }
 
-/// Logs to standard error; `LOG_LEVEL` (trace … critical) sets the level, default info.
+/// Logs to standard error, through a thread of its own (`LogOutput`); `LOG_LEVEL` (trace … critical)
+/// sets the level, default info.
 func makeLogger(_ label: String) -> Logger {
-    LoggingSystem.bootstrap(StreamLogHandler.standardError)
+    LoggingSystem.bootstrap { StreamLogHandler(label: $0, stream: LogOutput.standardError) }
     var logger = Logger(label: label)
     logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
     return logger
@@ -24,6 +25,7 @@ func makeLogger(_ label: String) -> Logger {
 
 /// Prints one line to standard error and exits with status 2: how start-up refuses a bad setting.
 func refuse(_ message: String) -> ExitCode {
+    LogOutput.standardError.flush()
     FileHandle.standardError.write(Data("linkrelay: \(message)\n".utf8))
     return ExitCode(2)
 }
@@ -129,6 +131,7 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw refuse("cannot start: \(error)")
         }
+        defer { LogOutput.standardError.flush() }
         try await relay.serviceGroup(logger: logger).run()
     }
 }
@@ -172,6 +175,7 @@ struct Sandbox: AsyncParsableCommand {
         let logger = makeLogger("linkrelay.sandbox")
         let sandbox = ProveSandbox(publicBaseURL: publicURL ?? ProveSandbox.localBaseURL(host: host, port: port))
         for (endpoint, fault) in faults { try await sandbox.setFault(fault, for: endpoint) }
+        defer { LogOutput.standardError.flush() }
         try await buildSandboxApplication(sandbox: sandbox, host: host, port: port, logger: logger).runService()
     }
 }

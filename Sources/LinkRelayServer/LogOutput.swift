@@ -1,0 +1,99 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Where the relay's log lines go: a file descriptor (standard error), written by a thread of its own.
+///
+/// A line is appended to a buffer and the caller goes on; the thread writes what has gathered, many
+/// lines to a `write`. So a log line costs a request no system call, and a write that waits (a
+/// file while the disk syncs, a pipe its reader has stopped reading) holds up no request.
+///
+/// The buffer holds at most `capacity` bytes. Lines that find it full are dropped and counted, and the
+/// count is written in their place as soon as there is room: the relay never waits for its log.
+public final class LogOutput: TextOutputStream, @unchecked Sendable {
+    /// Standard error, as the `linkrelay` command logs.
+    public static let standardError = LogOutput(fileDescriptor: STDERR_FILENO)
+
+    private let fileDescriptor: Int32
+    private let capacity: Int
+    // Guarded by `condition`.
+    private let condition = NSCondition()
+    private var pending: [UInt8] = []
+    private var dropped = 0
+    private var writing = false
+
+    /// `capacity`: the bytes that may wait to be written before lines are dropped.
+    /// The output and its thread last as long as the process.
+    public init(fileDescriptor: Int32, capacity: Int = 4 << 20) {
+        self.fileDescriptor = fileDescriptor
+        self.capacity = capacity
+        let thread = Thread { self.writeForever() }
+        thread.name = "log output"
+        thread.start()
+    }
+
+    public func write(_ string: String) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard pending.count + string.utf8.count <= capacity else {
+            dropped += 1
+            return
+        }
+        if pending.isEmpty { condition.broadcast() }  // the thread, and any `flush`, share the condition
+        pending.append(contentsOf: string.utf8)
+    }
+
+    /// Returns once every line written before the call is out of the buffer, so that the last lines
+    /// before the process exits are not lost.
+    public func flush() {
+        condition.lock()
+        defer { condition.unlock() }
+        while !pending.isEmpty || writing || dropped > 0 { condition.wait() }
+    }
+
+    private func writeForever() {
+        var batch: [UInt8] = []
+        while true {
+            condition.lock()
+            writing = false
+            condition.broadcast()  // wakes `flush`
+            while pending.isEmpty && dropped == 0 { condition.wait() }
+            swap(&batch, &pending)
+            if dropped > 0 {
+                batch.append(
+                    contentsOf: "linkrelay: \(dropped) log lines dropped: the log output was not keeping up\n".utf8)
+                dropped = 0
+            }
+            writing = true
+            condition.unlock()
+            writeAll(batch)
+            batch.removeAll(keepingCapacity: batch.count <= 64 << 10)
+        }
+    }
+
+    private func writeAll(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let count = systemWrite(fileDescriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if count > 0 {
+                    offset += count
+                } else if count < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return  // closed or failing: nothing better to do with a log line
+                }
+            }
+        }
+    }
+}
+
+#if canImport(Glibc)
+    private let systemWrite = Glibc.write
+#elseif canImport(Darwin)
+    private let systemWrite = Darwin.write
+#endif

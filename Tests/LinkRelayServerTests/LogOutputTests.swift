@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+
+@testable import LinkRelayServer
+
+@Suite("Log output", .timeLimit(.minutes(1)))
+struct LogOutputTests {
+    @Test("Lines from several threads come out whole and each thread's in order, all of them by the time flush returns")
+    func linesComeOutWholeAndInOrder() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("log-\(UUID().uuidString)").path
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        try #require(fd >= 0)
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        let output = LogOutput(fileDescriptor: fd)
+        await withTaskGroup { group in
+            for writer in 0..<4 {
+                group.addTask {
+                    for line in 0..<2_000 { output.write("writer \(writer) line \(line)\n") }
+                }
+            }
+        }
+        output.flush()
+
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 8_000)
+        for writer in 0..<4 {
+            let own = lines.filter { $0.hasPrefix("writer \(writer) ") }
+            #expect(own == (0..<2_000).map { "writer \(writer) line \($0)"[...] })
+        }
+    }
+
+    @Test("An output nobody reads never holds up the writer: lines past the capacity are dropped, then counted")
+    func stuckOutputDropsAndCounts() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        defer {
+            close(ends[0])
+            close(ends[1])
+        }
+        _ = fcntl(ends[1], 1031, 4096)  // F_SETPIPE_SZ: the pipe holds one page
+        let output = LogOutput(fileDescriptor: ends[1], capacity: 1024)
+
+        // 20,000 bytes: far more than the pipe, the batch being written and the 1 KiB buffer hold.
+        // Were a write to wait for the reader, this loop would never end (there is none yet).
+        let sent = (0..<200).map { String(format: "line %03d ", $0) + String(repeating: "x", count: 90) + "\n" }
+        for line in sent { output.write(line) }
+
+        // Read until every line sent is accounted for: written out, or counted in a note.
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        var delivered: [String] = []
+        var dropped = 0
+        let note = /linkrelay: (\d+) log lines dropped: the log output was not keeping up/
+        while delivered.count + dropped < sent.count {
+            let count = read(ends[0], &chunk, chunk.count)
+            try #require(count > 0)
+            received += chunk[..<count]
+            let whole = received.lastIndex(of: UInt8(ascii: "\n")).map { received[...$0] } ?? []
+            delivered = []
+            dropped = 0
+            for line in String(decoding: whole, as: UTF8.self).split(separator: "\n") {
+                if let match = try note.wholeMatch(in: line) {
+                    dropped += Int(match.1)!
+                } else {
+                    delivered.append(String(line))
+                }
+            }
+        }
+        output.flush()
+
+        #expect(dropped > 0)
+        #expect(delivered.count + dropped == sent.count)
+        // What came out is whole lines that were sent, in the order they were sent.
+        let positions = delivered.compactMap { line in sent.firstIndex(of: line + "\n") }
+        #expect(positions.count == delivered.count)
+        #expect(positions == positions.sorted())
+    }
+}
