@@ -48,11 +48,17 @@ public final class LogOutput: TextOutputStream, @unchecked Sendable {
     }
 
     /// Returns once every line written before the call is out of the buffer, so that the last lines
-    /// before the process exits are not lost.
-    public func flush() {
+    /// before the process exits are not lost; or after `timeout` seconds, so that an output that takes
+    /// nothing does not keep the process from exiting. False then.
+    @discardableResult
+    public func flush(timeout: TimeInterval = 2) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
         condition.lock()
         defer { condition.unlock() }
-        while !pending.isEmpty || writing || dropped > 0 { condition.wait() }
+        while !pending.isEmpty || writing || dropped > 0 {
+            guard condition.wait(until: deadline) else { return false }
+        }
+        return true
     }
 
     private func writeForever() {
