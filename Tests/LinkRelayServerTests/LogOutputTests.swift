@@ -22,7 +22,7 @@ struct LogOutputTests {
                 }
             }
         }
-        #expect(output.flush())
+        #expect(output.flush(timeout: 30))  // generous: the whole suite runs at once, under ThreadSanitizer too
 
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
         #expect(lines.count == 8_000)
@@ -78,7 +78,7 @@ struct LogOutputTests {
                 }
             }
         }
-        #expect(output.flush())
+        #expect(output.flush(timeout: 30))  // generous: the whole suite runs at once, under ThreadSanitizer too
 
         #expect(dropped > 0)
         #expect(delivered.count + dropped == sent.count)
