@@ -1,11 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// Where the relay's log lines go: a file descriptor (standard error), written by a thread of its own.
 ///
 /// A line is appended to a buffer and the caller goes on; the thread writes what has gathered, many
@@ -18,7 +12,7 @@ public final class LogOutput: TextOutputStream, @unchecked Sendable {
     /// Standard error, as the `linkrelay` command logs.
     public static let standardError = LogOutput(fileDescriptor: STDERR_FILENO)
 
-    private let fileDescriptor: Int32
+    private let output: FileHandle
     private let capacity: Int
     // Guarded by `condition`.
     private let condition = NSCondition()
@@ -29,7 +23,7 @@ public final class LogOutput: TextOutputStream, @unchecked Sendable {
     /// `capacity`: the bytes that may wait to be written before lines are dropped.
     /// The output and its thread last as long as the process.
     public init(fileDescriptor: Int32, capacity: Int = 4 << 20) {
-        self.fileDescriptor = fileDescriptor
+        self.output = FileHandle(fileDescriptor: fileDescriptor, closeOnDealloc: false)
         self.capacity = capacity
         let thread = Thread { self.writeForever() }
         thread.name = "log output"
@@ -76,30 +70,10 @@ public final class LogOutput: TextOutputStream, @unchecked Sendable {
             }
             writing = true
             condition.unlock()
-            writeAll(batch)
+            // Partial and interrupted writes are written on; on a closed or failing output a log line
+            // has nowhere better to go.
+            try? output.write(contentsOf: batch)
             batch.removeAll(keepingCapacity: batch.count <= 64 << 10)
         }
     }
-
-    private func writeAll(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let count = systemWrite(fileDescriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if count > 0 {
-                    offset += count
-                } else if count < 0 && errno == EINTR {
-                    continue
-                } else {
-                    return  // closed or failing: nothing better to do with a log line
-                }
-            }
-        }
-    }
 }
-
-#if canImport(Glibc)
-    private let systemWrite = Glibc.write
-#elseif canImport(Darwin)
-    private let systemWrite = Darwin.write
-#endif
