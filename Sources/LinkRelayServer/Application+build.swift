@@ -45,7 +45,7 @@ public struct LinkRelay: Sendable {
 
 /// Builds the relay for `configuration`: opens the store, sets up Prove (or the sandbox), routes and services.
 public func buildLinkRelay(
-    _ configuration: RelayConfiguration, logger: Logger, clock: any RelayClock = SystemClock()
+    _ configuration: RelayConfiguration, logger: Logger, clock: any RelayClock = EventLoopClock()
 ) async throws -> LinkRelay {
     let store: any SessionStore
     var postgres: PostgresSessionStore?

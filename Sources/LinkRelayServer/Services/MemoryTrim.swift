@@ -23,7 +23,7 @@ import ServiceLifecycle
 /// session at the second pass after it ended, so a quiet relay has it gone within `3 × interval`.)
 /// Under load that never lets up, it still passes every `longest`, so that what a burst left comes back.
 struct MemoryTrim: Service {
-    var clock: any RelayClock = SystemClock()
+    var clock: any RelayClock = EventLoopClock()
     var interval: TimeInterval = 10
     var activity: @Sendable () -> Int = { 0 }
     var quiet = 10
