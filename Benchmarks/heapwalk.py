@@ -17,6 +17,7 @@ PAGE = 4096
 HEAP_ALIGN = 64 << 20  # glibc's HEAP_MAX_SIZE on 64-bit: each thread arena's heap starts on it
 STATE_SIZE = 2200  # sizeof(struct malloc_state), glibc 2.36
 TOP_OFFSET = 96  # offsetof(struct malloc_state, top)
+HEAP_INFO_SIZE = 48  # sizeof(heap_info), glibc 2.36: a later heap's first chunk follows it
 
 pid = int(sys.argv[1])
 mem = open(f"/proc/{pid}/mem", "rb", 0)
@@ -67,26 +68,32 @@ heap_starts = [start for start, _ in heaps]
 
 
 def chunks(heap):
-    """(address, size, in use) of each chunk of an arena's first heap, up to its top chunk."""
+    """(address, size, in use) of each chunk of one heap of a thread arena, and where they end: at the
+    arena's top chunk when it lies in this heap, else at the fence posts that close a full heap (an
+    arena that outgrows its 64 MiB heap goes on in another)."""
     arena = word(heap)  # heap_info.ar_ptr
-    if word(heap + 8):  # heap_info.prev: a later heap of an arena
-        return None
     top = word(arena + TOP_OFFSET)
-    address = arena + STATE_SIZE
-    address += -(address + 16) % 16  # the first chunk's user data is 16-byte aligned
+    end = heap + word(heap + 16)  # heap_info.size
+    if heap <= top < end:
+        end = top
+    if word(heap + 8):  # heap_info.prev: a later heap of the arena
+        address = heap + HEAP_INFO_SIZE
+    else:
+        address = arena + STATE_SIZE
+        address += -(address + 16) % 16  # the first chunk's user data is 16-byte aligned
     found = []
-    while address < top:
+    while address < end:
         size = word(address + 8) & ~7
-        if size == 0:
-            return None
+        if size <= 16:  # a fence post
+            break
         found.append([address, size, False])
         address += size
-    if address != top:
+    if end == top and address != top:
         return None
     for index, chunk in enumerate(found):  # in use: the next chunk's PREV_INUSE bit
-        following = found[index + 1][0] if index + 1 < len(found) else top
+        following = found[index + 1][0] if index + 1 < len(found) else address
         chunk[2] = bool(word(following + 8) & 1)
-    return found, top
+    return found, address
 
 
 # tcache_key: the second word of every block that sits in a thread's cache (glibc >= 2.34).
@@ -99,10 +106,10 @@ bytes_by_kind = collections.Counter()
 total_resident = total_live = 0
 for heap, found in walked.items():
     if found is None:
-        print(f"heap {heap:#x}: not walked (a later heap of an arena, or another glibc)")
+        print(f"heap {heap:#x}: not walked (another glibc?)")
         continue
-    blocks, top = found
-    pages = {page for page in range(heap // PAGE, top // PAGE + 1) if resident(page)}
+    blocks, end = found
+    pages = {page for page in range(heap // PAGE, end // PAGE + 1) if resident(page)}
     kinds_on_page = collections.defaultdict(set)
     live = 0
     for address, size, in_use in blocks:
@@ -124,7 +131,7 @@ for heap, found in walked.items():
     only_tcache = sum(1 for kinds in kinds_on_page.values() if kinds == {"TCACHE"})
     total_resident += len(pages)
     total_live += live
-    print(f"heap {heap:#x}: {(top - heap) >> 10} KiB to top, {live >> 10} KiB in use, "
+    print(f"heap {heap:#x}: {(end - heap) >> 10} KiB of chunks, {live >> 10} KiB in use, "
           f"{len(pages)} pages resident, {only_tcache} kept only by cached free blocks")
 print(f"all thread arenas: {total_resident * 4} KiB resident, {total_live >> 10} KiB in use")
 print("resident pages kept, by the kind of block in use on them:")
