@@ -1,22 +1,12 @@
 import Foundation
 
 /// The relay's idea of now, and a way to wait for a moment. Holds and expiries are wall-clock
-/// dates (they survive restarts), so the clock speaks `Date`. Tests inject `ManualClock`.
+/// dates (they survive restarts), so the clock speaks `Date`. The relay runs on `EventLoopClock`
+/// (LinkRelayServer); tests inject `ManualClock`.
 public protocol RelayClock: Sendable {
     func now() -> Date
     /// Returns at `deadline` (or at once if it has passed); throws `CancellationError` when cancelled.
     func sleep(until deadline: Date) async throws
-}
-
-public struct SystemClock: RelayClock {
-    public init() {}
-
-    public func now() -> Date { Date() }
-
-    public func sleep(until deadline: Date) async throws {
-        let seconds = deadline.timeIntervalSinceNow
-        if seconds > 0 { try await Task.sleep(for: .seconds(seconds)) }
-    }
 }
 
 /// A clock that moves only when told to. Sleepers wake as soon as `advance` passes their deadline.

@@ -134,8 +134,4 @@ struct ManualClockTests {
         manual.advance(by: 1)
         try await sleeper.value
     }
-
-    @Test func systemClockPastDeadlineReturnsImmediately() async throws {
-        try await SystemClock().sleep(until: Date(timeIntervalSince1970: 0))
-    }
 }

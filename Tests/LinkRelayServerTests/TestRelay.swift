@@ -119,7 +119,7 @@ struct TestRelay {
     ///
     /// `flags` are `serve` flags without dashes, e.g. `["limits": ["off"]]`.
     static func run(
-        store: String = "memory", hold: Int? = nil, clock: any RelayClock = SystemClock(),
+        store: String = "memory", hold: Int? = nil, clock: any RelayClock = EventLoopClock(),
         flags: [String: [String]] = [:], _ body: (TestRelay) async throws -> Void
     ) async throws {
         for attempt in 1...5 {
