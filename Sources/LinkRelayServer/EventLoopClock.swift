@@ -9,7 +9,7 @@ import NIOPosix
 /// which keeps the blocks it wrapped the wait in (see `LinkRelayCommand.main`). The channels'
 /// heartbeat waits up to 100 times a second under load, and 15,000 WebSockets that came and went left
 /// about 2,000 such blocks keeping 158 pages (0.6 MiB) resident (README, Performance). An event loop's
-/// timer keeps nothing.
+/// timer keeps nothing. (Hummingbird's date cache still sleeps through libdispatch, once a second.)
 public struct EventLoopClock: RelayClock {
     let group: any EventLoopGroup
 
@@ -19,11 +19,15 @@ public struct EventLoopClock: RelayClock {
 
     public func sleep(until deadline: Date) async throws {
         let seconds = deadline.timeIntervalSinceNow
-        guard seconds > 0 else { return }
+        if seconds > 0 { try await sleep(for: .seconds(seconds)) }
+    }
+
+    /// Returns after `delay`; throws `CancellationError` when cancelled.
+    public func sleep(for delay: Duration) async throws {
         let timer = Locked<Scheduled<Void>?>(nil)
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let scheduled = group.any().scheduleTask(in: .nanoseconds(Int64(seconds * 1e9))) {}
+                let scheduled = group.any().scheduleTask(in: TimeAmount(delay)) {}
                 // Cancelled (or the loop shut down): the wait ends as `Task.sleep`'s does.
                 scheduled.futureResult.whenComplete {
                     continuation.resume(with: $0.mapError { _ in CancellationError() })

@@ -59,7 +59,7 @@ final class SQLiteSessionStore: SessionStore {
         self.checkpointing = Task {
             guard let checkpointInterval else { return }
             var failing = false
-            while (try? await Task.sleep(for: checkpointInterval)) != nil {
+            while (try? await EventLoopClock().sleep(for: checkpointInterval)) != nil {
                 do {
                     try await Self.checkpoint(checkpointer, writer: writer)
                     if failing { logger.notice("SQLite checkpoints work again") }
