@@ -24,20 +24,16 @@ public struct EventLoopClock: RelayClock {
 
     /// Returns after `delay`; throws `CancellationError` when cancelled.
     public func sleep(for delay: Duration) async throws {
-        let timer = Locked<Scheduled<Void>?>(nil)
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let scheduled = group.any().scheduleTask(in: TimeAmount(delay)) {}
-                // Cancelled (or the loop shut down): the wait ends as `Task.sleep`'s does.
-                scheduled.futureResult.whenComplete {
-                    continuation.resume(with: $0.mapError { _ in CancellationError() })
-                }
-                timer.withLock { $0 = scheduled }
-                // A cancellation that came before the timer was stored found nothing to cancel.
-                if Task.isCancelled { scheduled.cancel() }
+        let timer = group.any().scheduleTask(in: TimeAmount(delay)) {}
+        do {
+            try await withTaskCancellationHandler {
+                try await timer.futureResult.get()
+            } onCancel: {
+                timer.cancel()
             }
-        } onCancel: {
-            timer.withLock { $0 }?.cancel()
+        } catch {
+            // Cancelled (or the loop shut down): the wait ends as `Task.sleep`'s does.
+            throw CancellationError()
         }
     }
 }

@@ -58,8 +58,9 @@ final class SQLiteSessionStore: SessionStore {
         self.checkpointThread = checkpointThread
         self.checkpointing = Task {
             guard let checkpointInterval else { return }
+            let clock = EventLoopClock()
             var failing = false
-            while (try? await EventLoopClock().sleep(for: checkpointInterval)) != nil {
+            while (try? await clock.sleep(for: checkpointInterval)) != nil {
                 do {
                     try await Self.checkpoint(checkpointer, writer: writer)
                     if failing { logger.notice("SQLite checkpoints work again") }
