@@ -8,10 +8,11 @@ import ProveAPI
 import ProveSandbox
 import ServiceLifecycle
 
-/// A built relay: the Hummingbird application to run, and handles tests and the executable use.
+/// A built relay: its server and services to run, and handles tests and the executable use.
 public struct LinkRelay: Sendable {
     public let configuration: RelayConfiguration
-    public let application: Application<RouterResponder<RelayContext>>
+    /// The store, the verifier, the sweeper and the other background work, then the server.
+    let services: [any Service]
     /// The embedded Prove simulator, when `--prove sandbox`.
     public let sandbox: ProveSandbox?
     public let metrics: RelayMetrics
@@ -36,7 +37,7 @@ public struct LinkRelay: Sendable {
             hub: hub, draining: draining, timeout: .milliseconds(Int64(configuration.drainTimeout * 1000)),
             logger: logger)
         var group = ServiceGroupConfiguration(
-            services: [.init(service: application), .init(service: drain)],
+            services: (services + [drain]).map { .init(service: $0) },
             gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger)
         group.maximumGracefulShutdownDuration = .milliseconds(Int64(configuration.drainTimeout * 1000)) + .seconds(5)
         return ServiceGroup(configuration: group)
@@ -152,41 +153,42 @@ public func buildLinkRelay(
 
     let (running, runningContinuation) = AsyncStream<Void>.makeStream()
     let mode = sandbox == nil ? "prove" : "SANDBOX (simulated Prove)"
-    let application = Application(
-        router: router,
-        server: HTTPServerBuilder { responder in
-            RelayChildChannel(http1: HTTP1Channel(responder: responder), services: channels)
-        },
-        configuration: .init(
-            address: .hostname(configuration.host, port: configuration.port), serverName: RelayChildChannel.serverName,
-            availableConnectionsDelegate: .maximum(configuration.maxConnections, logger: logger)),
-        services: [
+    let responder = router.buildResponder()
+    let http1 = HTTP1Channel { request, writer, channel in
+        try await answer(request, writer, on: channel, with: responder, logger: logger)
+    }
+    let server = RelayServer(
+        host: configuration.host, port: configuration.port, maxConnections: configuration.maxConnections,
+        child: RelayChildChannel(http1: http1, services: channels), logger: logger
+    ) { channel in
+        logger.notice(
+            "LinkRelay listening",
+            metadata: [
+                "address": "\(channel.localAddress.map { "\($0)" } ?? "?")",
+                "public_url": .string(configuration.publicURL), "mode": .string(mode),
+            ])
+        runningContinuation.finish()
+    }
+    let services: [any Service] =
+        [
             Teardown(store: store, logger: logger),
             Verifier(service: service),
             ExpirySweeper(service: service),
             ChannelHeartbeat(hub: hub, clock: clock),
-            MemoryTrim(activity: { hub.activity }) {
-                await store.releaseMemory()
-                service.expiries.compact()
-                hub.compact()
-            },
-        ] + instances,
-        onServerRunning: { channel in
-            logger.notice(
-                "LinkRelay listening",
-                metadata: [
-                    "address": "\(channel.localAddress.map { "\($0)" } ?? "?")",
-                    "public_url": .string(configuration.publicURL), "mode": .string(mode),
-                ])
-            runningContinuation.finish()
-        },
-        logger: logger)
+            MemoryTrim(
+                activity: { hub.activity },
+                release: {
+                    await store.releaseMemory()
+                    service.expiries.compact()
+                    hub.compact()
+                }),
+        ] + instances + [server]
     return LinkRelay(
-        configuration: configuration, application: application, sandbox: sandbox, metrics: metrics,
+        configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
         service: service, hub: hub, draining: draining, running: running)
 }
 
-/// The first step of a shutdown (listed after the application, so it is told first): `/readyz` turns
+/// The first step of a shutdown (listed after the server, so it is told first): `/readyz` turns
 /// 503, every channel gets its ending (WebSocket 1012, SSE a `retry:` hint, a held long-poll its
 /// answer), and it waits until they are gone or `timeout` has passed. Only then does the server stop
 /// accepting connections; landings and API calls keep working meanwhile.

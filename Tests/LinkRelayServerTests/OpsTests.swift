@@ -62,12 +62,16 @@ private func expectSafePage(
 
 @Suite("Operations and pages", .timeLimit(.minutes(1)))
 struct OpsTests {
-    @Test("/healthz and /readyz are 200, to GET and to HEAD (without a body)", arguments: ["/healthz", "/readyz"])
+    @Test(
+        "/healthz and /readyz are 200 with Server and Date, to GET and to HEAD (without a body)",
+        arguments: ["/healthz", "/readyz"])
     func health(path: String) async throws {
         try await TestRelay.run { relay in
             let answer = try await relay.request(.GET, path)
             #expect(answer.status == 200)
             #expect(answer.header("Content-Type")?.hasPrefix("text/plain") == true)
+            #expect(answer.header("Server") == "LinkRelay")
+            #expect(answer.header("Date")?.hasSuffix(" GMT") == true)
             let head = try await relay.request(.HEAD, path)
             #expect(head.status == 200)
             #expect(head.body.isEmpty)
