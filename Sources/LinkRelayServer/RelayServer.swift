@@ -11,7 +11,7 @@ import ServiceLifecycle
 ///
 /// Hummingbird's `Server` also gave each connection a task that did nothing, and kept every open
 /// connection in NIOExtras' quiescing helper, a dictionary that keeps room for its peak: after 15,000
-/// WebSockets had come and gone, about 0.8 MiB stayed resident (README, Performance). Here one
+/// WebSockets had come and gone, 0.6–0.8 MiB more stayed resident (README, Performance). Here one
 /// handler on the listening socket (`OpenConnections`) holds `maxConnections`, and keeps the open
 /// connections for the graceful shutdown in a table that shrinks as they go.
 struct RelayServer: Service {
@@ -19,7 +19,6 @@ struct RelayServer: Service {
     let port: Int
     let maxConnections: Int
     let child: RelayChildChannel
-    var group: any EventLoopGroup = NIOSingletons.posixEventLoopGroup
     let logger: Logger
     let onRunning: @Sendable (any Channel) async -> Void
 
@@ -28,7 +27,7 @@ struct RelayServer: Service {
     /// it closes them at once.
     func run() async throws {
         let (child, logger, maxConnections) = (child, logger, maxConnections)
-        let listener = try await ServerBootstrap(group: group)
+        let listener = try await ServerBootstrap(group: NIOSingletons.posixEventLoopGroup)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .serverChannelInitializer { channel in
