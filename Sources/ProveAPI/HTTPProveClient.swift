@@ -316,12 +316,12 @@ public final class HTTPProveClient: ProveClient {
         let start = ContinuousClock.now
         let httpClient = self.httpClient
         let attempt = Task {
-            let response = try await httpClient.execute(request, timeout: timeout.timeAmount)
+            let response = try await httpClient.execute(request, timeout: TimeAmount(timeout))
             let body = try await response.body.collect(upTo: Self.maxResponseBytes)
             return HTTPResult(status: Int(response.status.code), headers: response.headers, body: body)
         }
         let timer = AttemptTimer()
-        let scheduled = httpClient.eventLoopGroup.any().scheduleTask(in: timeout.timeAmount) {
+        let scheduled = httpClient.eventLoopGroup.any().scheduleTask(in: TimeAmount(timeout)) {
             timer.fired.store(true, ordering: .releasing)
             attempt.cancel()
         }
@@ -404,12 +404,6 @@ public final class HTTPProveClient: ProveClient {
 }
 
 extension Duration {
-    var timeAmount: TimeAmount {
-        let (seconds, attoseconds) = components
-        let clamped = min(max(seconds, 0), 1_000_000_000)
-        return .nanoseconds(clamped * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
-
     var milliseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1000 + attoseconds / 1_000_000_000_000_000
