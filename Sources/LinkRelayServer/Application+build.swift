@@ -61,6 +61,8 @@ public func buildLinkRelay(
     let metrics = RelayMetrics()
     // The process-wide client: it lives as long as the process, so no path can leave it unshut.
     let httpClient = HTTPClient.shared
+    // Back-off between attempts waits on an event loop's timer, as the relay's other waits do (`EventLoopClock`).
+    let retry = RetryPolicy(sleep: { try await EventLoopClock().sleep(for: $0) })
     let sandbox: ProveSandbox?
     let prove: any ProveClient
     switch configuration.prove {
@@ -74,12 +76,13 @@ public func buildLinkRelay(
         let overHTTP = HTTPProveClient(
             baseURL: "http://\(hostPart):\(configuration.port)/sandbox/prove",
             credentials: ProveCredentials(clientID: ProveSandbox.clientID, clientSecret: ProveSandbox.clientSecret),
-            httpClient: httpClient, observer: metrics, logger: logger)
+            httpClient: httpClient, retry: retry, observer: metrics, logger: logger)
         prove = SandboxProveClient(sandbox: embedded, overHTTP: overHTTP, observer: metrics, logger: logger)
     case .remote(let baseURL, let credentials):
         sandbox = nil
         prove = HTTPProveClient(
-            baseURL: baseURL, credentials: credentials, httpClient: httpClient, observer: metrics, logger: logger)
+            baseURL: baseURL, credentials: credentials, httpClient: httpClient, retry: retry, observer: metrics,
+            logger: logger)
     }
 
     if let sandbox {
