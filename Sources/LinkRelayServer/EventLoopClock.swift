@@ -9,7 +9,7 @@ import NIOPosix
 /// which keeps the blocks it wrapped the wait in (see `LinkRelayCommand.main`). The channels'
 /// heartbeat waits up to 100 times a second under load, and 15,000 WebSockets that came and went left
 /// about 2,000 such blocks keeping 158 pages (0.6 MiB) resident (README, Performance). An event loop's
-/// timer keeps nothing. (Hummingbird's date cache still sleeps through libdispatch, once a second.)
+/// timer keeps nothing.
 public struct EventLoopClock: RelayClock {
     let group: any EventLoopGroup
 
