@@ -45,9 +45,13 @@ import Testing
         #expect(dictionary.capacity < large / 16)
         #expect(dictionary == Dictionary(uniqueKeysWithValues: (0..<100).map { ("key\($0)", $0) }))
 
-        var small = ["a": 1]
+        var small = Dictionary(uniqueKeysWithValues: (0..<100).map { ($0, $0) })
+        small[0] = nil
         let room = small.capacity
         small.releaseUnusedCapacity()
-        #expect(small.capacity == room, "small ones are left alone")
+        #expect(small.capacity == room, "small ones in use are left alone")
+        for key in 1..<100 { small[key] = nil }
+        small.releaseUnusedCapacity()
+        #expect(small.capacity == 0, "an emptied one lets its room go")
     }
 }
