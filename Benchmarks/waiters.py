@@ -2,7 +2,7 @@
 """Waiting-channel benchmark: hold N desktop-style waiters open, then "tap" each one.
 
 LinkRelay's copy of ../shared/bench/waiters.py, with the same method (one process, one clock) and
-five additions:
+six additions:
   - taps are sent on schedule, each in its own task, at most --tap-concurrency at once (the
     original, --sequential-taps, waited for each landing's answer before the next tap, so the
     landing's latency capped the tap rate; unbounded, a relay that falls behind would be sent
@@ -25,6 +25,8 @@ five additions:
     the collector is off until every waiter has its events, since even its collections of young
     objects took 30-170 ms now and then (one at 5 s into a long-poll run's taps made 116 of its
     272 taps over 2 ms); what they would free is freed after.
+  - SSE waiters send `Accept: text/event-stream`, as a browser's EventSource does, so that nchan
+    (which picks its transport by it) can be measured on SSE too.
 
 One process, one clock: every waiter records when its events arrived, every tap records when it
 was sent, so tap->event latency needs no clock sync. Targets:
@@ -238,7 +240,8 @@ async def wait_ws(target, w, http, ready, seen):
 
 
 async def wait_sse(target, w, http, ready, seen):
-    async with http.get(target.wait_url(w), timeout=aiohttp.ClientTimeout(total=target.args.hold + 30)) as r:
+    async with http.get(target.wait_url(w), headers={"Accept": "text/event-stream"},
+                        timeout=aiohttp.ClientTimeout(total=target.args.hold + 30)) as r:
         if r.status != 200:
             raise RuntimeError(f"sse: HTTP {r.status}")
         if not ready.done():
@@ -260,7 +263,7 @@ async def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", choices=TARGETS, required=True)
     p.add_argument("--n", type=int, default=1000, help="waiters held open at once")
-    p.add_argument("--transport", choices=WAITERS, default="longpoll", help="sse: relay only")
+    p.add_argument("--transport", choices=WAITERS, default="longpoll", help="sse: relay and nchan")
     p.add_argument("--rate", type=float, default=500.0, help="taps per second")
     p.add_argument("--hold", type=float, default=170.0, help="longest a waiter waits, seconds")
     p.add_argument("--open-rate", type=float, default=2000.0, help="waiters opened per second")
