@@ -66,6 +66,17 @@ bash "$bench/run-anchors.sh" "$N" "$RATE" >"$out/anchors.jsonl" 2>"$out/anchors.
 # Pushpin's processes are still shutting down when that script returns (two of them ran at 12% of a
 # core each as the first relay started): wait up to 30 s for them to go, so the relay gets the cores.
 for _ in $(seq 60); do pgrep -f linkrelay-anchors >/dev/null || break; sleep 0.5; done
+# nchan on SSE too, through this repo's waiters.py (the shared one asks for no event stream), taps as for the relay.
+echo "== anchors: nginx+nchan on SSE ($N waiters, $RATE taps/s)" >&2
+mkdir -p "$out/nchan-sse"
+sed "s#/tmp/nchan-bench#$out/nchan-sse#g" "$bench/anchors/nchan.conf" >"$out/nchan-sse/nchan.conf"
+nginx -c "$out/nchan-sse/nchan.conf" -p "$out/nchan-sse" >"$out/nchan-sse/out.log" 2>&1 &
+sleep 1
+nchan_pid=$(cat "$out/nchan-sse/nginx.pid")
+python3 "$root/Benchmarks/waiters.py" --target nchan --transport sse --n "$N" --rate "$RATE" --open-rate 3000 \
+    --pids "$nchan_pid" --tap-from 127.0.0.2 2>>"$out/waiters.err" | tail -1 >>"$out/anchors.jsonl" || true
+kill "$nchan_pid" 2>/dev/null || true
+sleep 1
 
 echo "== LinkRelay: start-up, idle memory, waiters on each transport" >&2
 : >"$out/relay.jsonl"
@@ -172,13 +183,13 @@ def fmt(v, unit=""):
     return "-" if v is None else (f"{v:,.2f}{unit}" if isinstance(v, float) else f"{v:,}{unit}")
 def ratio(a, b):
     return "-" if a is None or b in (None, 0) else f"{a / b:.2f}x"
-nchan_lp, nchan_ws = find(anchors, target="nchan", transport="longpoll"), find(anchors, target="nchan", transport="ws")
+nchan_by = {t: find(anchors, target="nchan", transport=t) for t in ("longpoll", "ws", "sse")}
 pushpin = find(anchors, target="pushpin")
 static = find(anchors, target="nginx-static")
 print(f"\nresults in {out}\n")
 print("| figure | LinkRelay | nchan | Pushpin | LinkRelay / nchan |")
 print("|---|---|---|---|---|")
-for transport, nchan in (("longpoll", nchan_lp), ("ws", nchan_ws), ("sse", {})):
+for transport, nchan in nchan_by.items():
     r = find(relay, transport=transport)
     pp = pushpin if transport == "longpoll" else {}
     for label, path in (("KiB per waiter", ("kib_per_waiter",)), ("tap→tapped p50 ms", ("tapped_ms", "p50")),
