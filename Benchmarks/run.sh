@@ -71,8 +71,8 @@ echo "== anchors: nginx+nchan on SSE ($N waiters, $RATE taps/s)" >&2
 mkdir -p "$out/nchan-sse"
 sed "s#/tmp/nchan-bench#$out/nchan-sse#g" "$bench/anchors/nchan.conf" >"$out/nchan-sse/nchan.conf"
 nginx -c "$out/nchan-sse/nchan.conf" -p "$out/nchan-sse" >"$out/nchan-sse/out.log" 2>&1 &
+nchan_pid=$!  # the master: the config keeps it in the foreground
 sleep 1
-nchan_pid=$(cat "$out/nchan-sse/nginx.pid")
 python3 "$root/Benchmarks/waiters.py" --target nchan --transport sse --n "$N" --rate "$RATE" --open-rate 3000 \
     --pids "$nchan_pid" --tap-from 127.0.0.2 2>>"$out/waiters.err" | tail -1 >>"$out/anchors.jsonl" || true
 kill "$nchan_pid" 2>/dev/null || true
