@@ -1,5 +1,6 @@
 import Hummingbird
 import HummingbirdCore
+import LinkRelayCore
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -99,12 +100,7 @@ final class OpenConnections: ChannelDuplexHandler {
 
     private func closed(_ id: ObjectIdentifier, context: ChannelHandlerContext) {
         open[id] = nil
-        // A Swift dictionary keeps its room when emptied; a quarter full, it moves to one half its size.
-        if open.capacity > 64, open.count < open.capacity / 4 {
-            var smaller = [ObjectIdentifier: any Channel](minimumCapacity: open.count * 2)
-            for (id, connection) in open { smaller[id] = connection }
-            open = smaller
-        }
+        open.releaseUnusedCapacity()
         if waitingForRoom, open.count < maximum, ending == nil {
             waitingForRoom = false
             context.read()
