@@ -278,6 +278,7 @@ async def main():
     p.add_argument("--channel-base", default="", help="relay: open channels on this instance instead of --base")
     p.add_argument("--sandbox", default="", help="relay: base URL of a separate `linkrelay sandbox`")
     p.add_argument("--tap-from", default="", help="local address to send the taps from (e.g. 127.0.0.2)")
+    p.add_argument("--trace", default="", help="write each tap's send time and latencies to this file")
     args = p.parse_args()
     pids = [int(x) for x in args.pids.split(",") if x]
 
@@ -350,6 +351,15 @@ async def main():
         for ev in lat:
             if ev in r:
                 lat[ev].append((r[ev] - sent[i]) * 1000.0)
+    if args.trace:
+        # First line: the taps' start on time.monotonic() (CLOCK_MONOTONIC, as `perf record -k
+        # CLOCK_MONOTONIC` stamps events); then per tap: seconds since then, ms to `tapped`, ms to `result`.
+        with open(args.trace, "w") as f:
+            f.write(f"# t0 {t0:.6f}\n")
+            for i, r in enumerate(results):
+                if i in sent and not isinstance(r, BaseException):
+                    ms = [f"{(r[ev] - sent[i]) * 1000.0:.3f}" if ev in r else "-" for ev in ("tapped", "result")]
+                    f.write(f"{sent[i] - t0:.6f} {ms[0]} {ms[1]}\n")
     delivered = len(lat[target.final])
     out = {
         "target": args.target, "transport": args.transport, "n": args.n,
