@@ -220,6 +220,35 @@ extension SQLiteStoreTests {
         #expect(cache.entry(id: "ses_2")?.events?.count == 1)
     }
 
+    @Test("Once every ended session has left the cache, the ring that kept their order gives back its room")
+    func cacheReleasesEndedRoom() {
+        var cache = SessionCache(liveCapacity: 3_000, endedCapacity: 2_048)
+        let sessions = (0..<3_000).map { Self.session($0) }
+        for var session in sessions {
+            cache.inserted(session, SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
+            let event = session.record(.expired, at: Date())
+            session.version += 1
+            cache.updated(session, appending: [event])
+        }
+        #expect(cache.endedRoom >= 2_048)
+        cache.release()
+        #expect(cache.entry(id: "ses_2999") != nil, "ended since the last release: kept")
+        cache.release()
+        #expect(cache.entry(id: "ses_2999") == nil)
+        #expect(cache.endedRoom < 16)
+
+        // The ring works on: the next session to end is kept until the second release after.
+        var next = Self.session(3_000)
+        cache.inserted(next, SessionEvent(seq: 1, kind: .waiting(expiresAt: next.expiresAt), at: Date()))
+        let event = next.record(.expired, at: Date())
+        next.version += 1
+        cache.updated(next, appending: [event])
+        cache.release()
+        #expect(cache.entry(linkKey: next.linkKey)?.session.state == .expired)
+        cache.release()
+        #expect(cache.entry(id: next.id) == nil)
+    }
+
     @Test("releaseMemory keeps reads right: from memory, then from the file")
     func releaseMemory() async throws {
         let directory = try Self.temporaryDirectory()

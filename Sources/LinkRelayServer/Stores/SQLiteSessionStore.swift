@@ -336,6 +336,9 @@ struct SessionCache {
 
     func entry(id: String) -> Entry? { live[id] ?? ended[id] }
 
+    /// The room the ring of ended ids holds; `release` gives it back once the ring is empty.
+    var endedRoom: Int { endedOrder.capacity }
+
     func entry(linkKey: String) -> Entry? { idByLinkKey[linkKey].flatMap(entry(id:)) }
 
     mutating func inserted(_ session: Session, _ event: SessionEvent) {
@@ -369,9 +372,10 @@ struct SessionCache {
     }
 
     /// Drops the ended sessions that were already kept at the last call, and the room that sessions
-    /// no longer kept took.
+    /// no longer kept took (the ring of ended ids too: 64 KiB once 2,048 sessions had ended).
     mutating func release() {
         for _ in 0..<releasable { dropOldestEnded() }
+        if endedOrder.isEmpty { endedOrder.removeAll() }
         releasable = endedOrder.count
         live.releaseUnusedCapacity()
         ended.releaseUnusedCapacity()
