@@ -171,20 +171,28 @@ extension SQLiteStoreTests {
 }
 
 extension SQLiteStoreTests {
+    /// Puts `session` in the cache as its creation's commit does: waiting, with its first event.
+    static func create(_ session: Session, in cache: inout SessionCache) {
+        cache.inserted(session, SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
+    }
+
+    /// Ends `session` (expired) in the cache, as the commit of that update does.
+    static func end(_ session: Session, in cache: inout SessionCache) {
+        var ended = session
+        let event = ended.record(.expired, at: Date())
+        ended.version += 1
+        cache.updated(ended, appending: [event])
+    }
+
     @Test("The cache keeps live sessions up to its capacity and the ones that ended last")
     func cacheCapacities() {
         var cache = SessionCache(liveCapacity: 2, endedCapacity: 2)
         let sessions = (0..<4).map { Self.session($0) }
-        for session in sessions { cache.inserted(session, SessionEvent(seq: 1, kind: .expired, at: Date())) }
+        for session in sessions { Self.create(session, in: &cache) }
         #expect(sessions.map { cache.entry(id: $0.id) != nil } == [true, true, false, false], "two live at most")
 
         // Three end: the two that ended last stay, found by id and by link key; the first is dropped.
-        for index in [0, 1, 2] {
-            var ended = sessions[index]
-            let event = ended.record(.expired, at: Date())
-            ended.version += 1
-            cache.updated(ended, appending: [event])
-        }
+        for index in [0, 1, 2] { Self.end(sessions[index], in: &cache) }
         #expect(cache.entry(id: "ses_0") == nil && cache.entry(linkKey: "key0") == nil)
         #expect(cache.entry(linkKey: "key1")?.session.state == .expired)
         #expect(cache.entry(id: "ses_1")?.events?.count == 2)
@@ -196,15 +204,8 @@ extension SQLiteStoreTests {
     func cacheRelease() {
         var cache = SessionCache(liveCapacity: 10, endedCapacity: 10)
         let sessions = (0..<3).map { Self.session($0) }
-        for session in sessions {
-            cache.inserted(session, SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
-        }
-        func end(_ index: Int) {
-            var ended = sessions[index]
-            let event = ended.record(.expired, at: Date())
-            ended.version += 1
-            cache.updated(ended, appending: [event])
-        }
+        for session in sessions { Self.create(session, in: &cache) }
+        func end(_ index: Int) { Self.end(sessions[index], in: &cache) }
         func cached() -> [Bool] {
             sessions.map { cache.entry(id: $0.id) != nil && cache.entry(linkKey: $0.linkKey) != nil }
         }
@@ -224,11 +225,9 @@ extension SQLiteStoreTests {
     func cacheReleasesEndedRoom() {
         var cache = SessionCache(liveCapacity: 3_000, endedCapacity: 2_048)
         let sessions = (0..<3_000).map { Self.session($0) }
-        for var session in sessions {
-            cache.inserted(session, SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
-            let event = session.record(.expired, at: Date())
-            session.version += 1
-            cache.updated(session, appending: [event])
+        for session in sessions {
+            Self.create(session, in: &cache)
+            Self.end(session, in: &cache)
         }
         #expect(cache.endedRoom >= 2_048)
         cache.release()
@@ -238,11 +237,9 @@ extension SQLiteStoreTests {
         #expect(cache.endedRoom < 16)
 
         // The ring works on: the next session to end is kept until the second release after.
-        var next = Self.session(3_000)
-        cache.inserted(next, SessionEvent(seq: 1, kind: .waiting(expiresAt: next.expiresAt), at: Date()))
-        let event = next.record(.expired, at: Date())
-        next.version += 1
-        cache.updated(next, appending: [event])
+        let next = Self.session(3_000)
+        Self.create(next, in: &cache)
+        Self.end(next, in: &cache)
         cache.release()
         #expect(cache.entry(linkKey: next.linkKey)?.session.state == .expired)
         cache.release()
