@@ -2,7 +2,7 @@
 """Waiting-channel benchmark: hold N desktop-style waiters open, then "tap" each one.
 
 LinkRelay's copy of ../shared/bench/waiters.py, with the same method (one process, one clock) and
-six additions:
+seven additions:
   - taps are sent on schedule, each in its own task, at most --tap-concurrency at once (the
     original, --sequential-taps, waited for each landing's answer before the next tap, so the
     landing's latency capped the tap rate; unbounded, a relay that falls behind would be sent
@@ -27,6 +27,9 @@ six additions:
     272 taps over 2 ms); what they would free is freed after.
   - SSE waiters send `Accept: text/event-stream`, as a browser's EventSource does, so that nchan
     (which picks its transport by it) can be measured on SSE too.
+  - --trace FILE writes each tap's send time (seconds after the first, whose time.monotonic() is the
+    file's first line: the clock `perf record -k CLOCK_MONOTONIC` stamps with) and its latencies, so
+    slow taps can be laid beside what the server did then.
 
 One process, one clock: every waiter records when its events arrived, every tap records when it
 was sent, so tap->event latency needs no clock sync. Targets:
