@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import LinkRelayCore
 import Logging
+import NIOPosix
 import SQLiteNIO
 import Testing
 
@@ -80,6 +81,66 @@ struct SQLiteWriterTests {
             #expect(committed.withLock { $0 } == ["a", "b", "a again", "c, then refused", "z"])
         }
         #expect(rows == ["a=1", "b=2"], "the write that threw left nothing behind")
+    }
+
+    /// Runs a write on an event loop (the writer is idle, so on the loop's thread, as a landing's does),
+    /// during which `queue` is called once for each of `names` and must queue one piece of work; returns
+    /// the loop's thread and, by name, the thread each piece ran or was answered on, once all are done.
+    func threads(
+        of writer: SQLiteWriter, queuing names: [String],
+        _ queue: @escaping @Sendable (String, Locked<[String: pthread_t]>) async throws -> Void
+    ) async throws -> (caller: pthread_t, queued: [String: pthread_t]) {
+        let threads = Locked<[String: pthread_t]>([:])
+        let tasks = Locked<[Task<Void, any Error>]>([])
+        let caller = try await Task(executorPreference: EventLoopTaskExecutor(MultiThreadedEventLoopGroup.singleton.next())) {
+            try await writer.write { connection in
+                for name in names {
+                    let waiting = writer.waiting
+                    tasks.withLock { $0.append(Task.detached { try await queue(name, threads) }) }
+                    // The loop's thread waits here, as it would on a long write; the work queues from Swift's pool.
+                    while writer.waiting == waiting { sched_yield() }
+                }
+                _ = try connection.step("INSERT INTO t VALUES ('first')")
+                return pthread_self()
+            }
+        }.value
+        for task in tasks.withLock({ $0 }) { try await task.value }
+        return (caller, threads.withLock { $0 })
+    }
+
+    @Test("Writes that queue behind a write on its caller's thread commit there next, together, in order")
+    func queuedBehindCallersWrite() async throws {
+        let rows = try await withWriter(table: "k TEXT PRIMARY KEY", readBack: "SELECT k AS r FROM t ORDER BY rowid") {
+            writer in
+            let commitsBefore = writer.commits
+            let (caller, queued) = try await threads(of: writer, queuing: ["b", "c"]) { name, threads in
+                _ = try await writer.write(
+                    { try $0.step("INSERT INTO t VALUES (?)", [.text(name)]) },
+                    committed: { _ in threads.withLock { $0[name] = pthread_self() } })
+            }
+            #expect(queued["b"] == caller && queued["c"] == caller, "no hand-off to another thread")
+            #expect(writer.commits == commitsBefore + 2)
+        }
+        #expect(rows == ["first", "b", "c"])
+    }
+
+    @Test("Work that runs alone never runs on a write's caller's thread; writes queued with it wait their turn")
+    func aloneGoesToThePool() async throws {
+        let rows = try await withWriter(table: "k TEXT PRIMARY KEY", readBack: "SELECT k AS r FROM t ORDER BY rowid") {
+            writer in
+            let (caller, queued) = try await threads(of: writer, queuing: ["alone", "b"]) { name, threads in
+                if name == "alone" {
+                    try await writer.alone { _ in threads.withLock { $0[name] = pthread_self() } }
+                } else {
+                    _ = try await writer.write(
+                        { try $0.step("INSERT INTO t VALUES (?)", [.text(name)]) },
+                        committed: { _ in threads.withLock { $0[name] = pthread_self() } })
+                }
+            }
+            #expect(queued["alone"] != nil && queued["alone"] != caller)
+            #expect(queued["b"] == queued["alone"], "the write queued after it ran after it, on the same thread")
+        }
+        #expect(rows == ["first", "b"])
     }
 
     @Test("A write that throws alone changes nothing; the next one commits")

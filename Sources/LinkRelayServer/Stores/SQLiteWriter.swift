@@ -6,9 +6,10 @@ import VaporCSQLite
 /// The SQLite file's one writing connection, with its statements prepared once.
 ///
 /// A write that finds the writer idle runs at once, on its caller's thread: no hand-off to another
-/// thread and back. Writes that arrive while a commit runs queue, and a thread of NIO's shared pool
-/// commits them together, in one transaction, in the order they came (group commit). Each still gets
-/// its own answer, and none before the commit. A write that throws changes nothing.
+/// thread and back. Writes that arrive while a commit runs queue and are committed together, in one
+/// transaction, in the order they came (group commit): by that caller, right after its own, or, for
+/// what queues after that, by a thread of NIO's shared pool. Each still gets its own answer, and none
+/// before the commit. A write that throws changes nothing.
 ///
 /// The connection is SQLiteNIO's own copy of SQLite, the one the store's readers use: two copies of
 /// SQLite in one process would break each other's file locks.
@@ -118,6 +119,21 @@ final class SQLiteWriter: Sendable {
             defer { draining = true }
             return !draining
         }
+
+        /// Marks the writer idle unless work queued; true when it did, and the caller hands it on.
+        mutating func release() -> Bool {
+            draining = !work.isEmpty
+            return draining
+        }
+
+        /// Takes the queued work if it is all writes; none of it otherwise.
+        mutating func takeWrites() -> [any Write] {
+            var writes: [any Write] = []
+            for case .write(let write) in work { writes.append(write) }
+            guard writes.count == work.count else { return [] }
+            work.removeAll(keepingCapacity: true)
+            return writes
+        }
     }
 
     /// Opens (or creates) the file, and sets up the connection with `pragmas`.
@@ -153,12 +169,12 @@ final class SQLiteWriter: Sendable {
         if queue.withLock({ $0.claim() }) {
             let write = PendingWrite(body: body, committed: committed, continuation: nil)
             commit([write])
-            // What queued meanwhile goes to the pool.
-            let queued = queue.withLock { queue in
-                queue.draining = !queue.work.isEmpty
-                return queue.draining
-            }
-            if queued { NIOThreadPool.singleton.submit { _ in self.drain() } }
+            // Writes that queued meanwhile are committed here too; only what queues after that, or must
+            // run alone (a checkpoint), goes to the pool. A hand-off wakes a pool thread, likely asleep,
+            // then the thread of each write in it: at 1,000 taps/s about one write in ten queued, and
+            // those taps' `tapped` p99 was 11 ms against 4 ms (README, Performance).
+            commit(queue.withLock { $0.takeWrites() })
+            if queue.withLock({ $0.release() }) { NIOThreadPool.singleton.submit { _ in self.drain() } }
             return try write.outcome.get()
         }
         return try await withCheckedThrowingContinuation { continuation in
