@@ -232,22 +232,28 @@ final class SQLiteWriter: Sendable {
         }
     }
 
-    /// Commits `writes` in one transaction, each in a savepoint of its own, so that a write that
-    /// throws changes nothing and leaves the others be.
+    /// Commits `writes` in one transaction, so that a write that throws changes nothing and leaves the
+    /// others be: with others, each runs in a savepoint of its own; alone (most commits), its
+    /// transaction is rolled back.
     private func commit(_ writes: [any Write]) {
         guard !writes.isEmpty else { return }
+        let savepoints = writes.count > 1
         var rollback: (any Error)?
         do {
             _ = try connection.step("BEGIN IMMEDIATE")
             for write in writes {
-                _ = try connection.step("SAVEPOINT write")
+                if savepoints { _ = try connection.step("SAVEPOINT write") }
                 write.run(connection)
                 // Some errors (a full disk, I/O) end the whole transaction, and with it the writes before.
                 guard connection.inTransaction else {
                     throw write.failure ?? Failure(code: SQLITE_ERROR, message: "transaction rolled back")
                 }
-                if write.failure != nil { _ = try connection.step("ROLLBACK TO write") }
-                _ = try connection.step("RELEASE write")
+                if savepoints {
+                    if write.failure != nil { _ = try connection.step("ROLLBACK TO write") }
+                    _ = try connection.step("RELEASE write")
+                } else if let failure = write.failure {
+                    throw failure
+                }
             }
             _ = try connection.step("COMMIT")
             queue.withLock { $0.commits += 1 }
