@@ -208,7 +208,7 @@ final class SQLiteSessionStore: SessionStore {
             events.isEmpty
             ? "events" : "json_insert(events" + String(repeating: ", '$[#]', json(?)", count: events.count) + ")"
         let sql =
-            "UPDATE sessions SET state = ?, version = ?, data = ?, events = \(append) WHERE id = ? AND version = ? RETURNING 1"
+            "UPDATE sessions SET state = ?, version = ?, data = ?, events = \(append) WHERE id = ? AND version = ?"
         let values: [SQLiteWriter.Value] =
             [
                 .text(session.state.rawValue), .integer(session.version),
@@ -217,7 +217,12 @@ final class SQLiteSessionStore: SessionStore {
             + events.map { .text(String(decoding: $0.storedJSON, as: UTF8.self)) }
             + [.text(session.id), .integer(expectedVersion)]
         return try await writer.write(
-            { try $0.step(sql, values) },
+            // Whether it changed the row, from SQLite's count: `RETURNING` made SQLite open a temporary
+            // table, with a page cache of its own, for every update (2% of the relay's CPU under taps).
+            { connection in
+                _ = try connection.step(sql, values)
+                return connection.changes == 1
+            },
             committed: { [cache] changed in
                 // A refused write means the file holds a newer version than the caller read, and after a
                 // failure whether it committed is unknown: either way the next reads go to the file, so

@@ -58,6 +58,9 @@ final class SQLiteWriter: Sendable {
             }
         }
 
+        /// How many rows the last `INSERT`, `UPDATE` or `DELETE` changed.
+        var changes: Int { Int(sqlite_nio_sqlite3_changes(handle)) }
+
         /// Runs statements without values or results (pragmas, `ROLLBACK`).
         func execute(_ sql: String) throws {
             try check(sqlite_nio_sqlite3_exec(handle, sql, nil, nil, nil))
