@@ -28,8 +28,8 @@ seven additions:
   - SSE waiters send `Accept: text/event-stream`, as a browser's EventSource does, so that nchan
     (which picks its transport by it) can be measured on SSE too.
   - --trace FILE writes each tap's send time (seconds after the first, whose time.monotonic() is the
-    file's first line: the clock `perf record -k CLOCK_MONOTONIC` stamps with) and its latencies, so
-    slow taps can be laid beside what the server did then.
+    file's first line: the clock `perf record -k CLOCK_MONOTONIC` stamps with), its latencies and its
+    waiter's id (the session's, for the relay), so slow taps can be laid beside what the server did then.
 
 One process, one clock: every waiter records when its events arrived, every tap records when it
 was sent, so tap->event latency needs no clock sync. Targets:
@@ -356,13 +356,14 @@ async def main():
                 lat[ev].append((r[ev] - sent[i]) * 1000.0)
     if args.trace:
         # First line: the taps' start on time.monotonic() (CLOCK_MONOTONIC, as `perf record -k
-        # CLOCK_MONOTONIC` stamps events); then per tap: seconds since then, ms to `tapped`, ms to `result`.
+        # CLOCK_MONOTONIC` stamps events); then per tap: seconds since then, ms to `tapped`, ms to `result`,
+        # and the waiter's id.
         with open(args.trace, "w") as f:
             f.write(f"# t0 {t0:.6f}\n")
             for i, r in enumerate(results):
                 if i in sent and not isinstance(r, BaseException):
                     ms = [f"{(r[ev] - sent[i]) * 1000.0:.3f}" if ev in r else "-" for ev in ("tapped", "result")]
-                    f.write(f"{sent[i] - t0:.6f} {ms[0]} {ms[1]}\n")
+                    f.write(f"{sent[i] - t0:.6f} {ms[0]} {ms[1]} {waiters[i]['id']}\n")
     delivered = len(lat[target.final])
     out = {
         "target": args.target, "transport": args.transport, "n": args.n,
