@@ -174,8 +174,7 @@ final class SQLiteWriter: Sendable {
             commit([write])
             // Writes that queued meanwhile are committed here too; only what queues after that, or must
             // run alone (a checkpoint), goes to the pool. A hand-off wakes a pool thread, likely asleep,
-            // then the thread of each write in it: at 1,000 taps/s about one write in ten queued, and
-            // those taps' `tapped` p99 was 11 ms against 4 ms (README, Performance).
+            // which then wakes the thread of each write in it: at 1,000 taps/s one write in ten queued.
             commit(queue.withLock { $0.takeWrites() })
             if queue.withLock({ $0.release() }) { NIOThreadPool.singleton.submit { _ in self.drain() } }
             return try write.outcome.get()
