@@ -92,12 +92,13 @@ struct SQLiteWriterTests {
     ) async throws -> (caller: pthread_t, queued: [String: pthread_t]) {
         let threads = Locked<[String: pthread_t]>([:])
         let tasks = Locked<[Task<Void, any Error>]>([])
-        let caller = try await Task(executorPreference: EventLoopTaskExecutor(MultiThreadedEventLoopGroup.singleton.next())) {
+        let loop = EventLoopTaskExecutor(MultiThreadedEventLoopGroup.singleton.next())
+        let caller = try await Task(executorPreference: loop) {
             try await writer.write { connection in
                 for name in names {
                     let waiting = writer.waiting
                     tasks.withLock { $0.append(Task.detached { try await queue(name, threads) }) }
-                    // The loop's thread waits here, as it would on a long write; the work queues from Swift's pool.
+                    // The loop's thread waits here, as on a long write; the work queues from Swift's pool.
                     while writer.waiting == waiting { sched_yield() }
                 }
                 _ = try connection.step("INSERT INTO t VALUES ('first')")
