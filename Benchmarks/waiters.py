@@ -281,7 +281,7 @@ async def main():
     p.add_argument("--channel-base", default="", help="relay: open channels on this instance instead of --base")
     p.add_argument("--sandbox", default="", help="relay: base URL of a separate `linkrelay sandbox`")
     p.add_argument("--tap-from", default="", help="local address to send the taps from (e.g. 127.0.0.2)")
-    p.add_argument("--trace", default="", help="write each tap's send time and latencies to this file")
+    p.add_argument("--trace", default="", help="write each tap's send time, latencies and waiter id to this file")
     args = p.parse_args()
     pids = [int(x) for x in args.pids.split(",") if x]
 
