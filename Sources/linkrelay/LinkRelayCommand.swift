@@ -32,7 +32,13 @@ struct LinkRelayCommand: AsyncParsableCommand {
 
 /// Logs to standard error, through a thread of its own (`LogOutput`); `LOG_LEVEL` (trace … critical)
 /// sets the level, default info.
+///
+/// swift-log's `StreamLogHandler` stamps each line with glibc's `localtime`, which, while `TZ` is
+/// unset, looks at `/etc/localtime` again for every line (a `stat` per line, 1,000 a second at 1,000
+/// taps a second). `TZ` naming that same file (`:/etc/localtime`, the default spelled out) has glibc
+/// read it once; an operator's own `TZ` is kept.
 func makeLogger(_ label: String) -> Logger {
+    setenv("TZ", ":/etc/localtime", 0)
     LoggingSystem.bootstrap { StreamLogHandler(label: $0, stream: LogOutput.standardError) }
     var logger = Logger(label: label)
     logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
