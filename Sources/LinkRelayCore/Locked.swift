@@ -9,9 +9,12 @@
 /// Not `Synchronization.Mutex`, because on Linux that lock is invisible to ThreadSanitizer (its
 /// futex calls are not intercepted): every access made under it is reported as a data race, and a
 /// real race would drown among them. A pthread mutex costs the same and TSan understands it.
+///
+/// `withLock` is inlinable, so that the modules using it compile it for their own values; otherwise
+/// every call runs generic code that looks up the value's type at run time.
 public final class Locked<Value>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline var value: Value
 
     public init(_ value: Value) {
         self.value = value
@@ -27,6 +30,7 @@ public final class Locked<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` with the value, holding the lock. Never await or block in `body`.
+    @inlinable
     public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
