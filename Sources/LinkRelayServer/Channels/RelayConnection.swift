@@ -365,13 +365,20 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         switch step {
         case .replayed(let events), .events(let events):
             guard !events.isEmpty else { return }
-            var text = ""
+            var text = context.channel.allocator.buffer(capacity: 256)
             for event in events {
-                let json = String(decoding: event.wireJSON, as: UTF8.self)
-                text += "id: \(event.seq)\nevent: \(event.kind.type)\ndata: \(json)\n\n"
+                text.writeString("id: \(event.seq)\nevent: \(event.kind.type)\ndata: ")
+                text.writeBytes(event.wireJSON)
+                text.writeString("\n\n")
             }
-            context.writeAndFlush(wrapOutboundOut(.body(ByteBuffer(string: text))), promise: nil)
-            if events.contains(where: \.isTerminal) { endEventStream(context) }
+            // The last event and the stream's end leave in one write.
+            let body = wrapOutboundOut(.body(text))
+            if events.contains(where: \.isTerminal) {
+                context.write(body, promise: nil)
+                endEventStream(context)
+            } else {
+                context.writeAndFlush(body, promise: nil)
+            }
         case .tick(let now):
             // As for a WebSocket's ping: the next wake first.
             open?.feed?.wake(at: now.addingTimeInterval(services.keepAliveInterval))

@@ -83,8 +83,8 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
                 text.writeBytes(event.wireJSON)
                 context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: text)), promise: nil)
             }
-            context.flush()
-            if events.contains(where: \.isTerminal) { close(.normalClosure, context) }
+            // The last event and the close frame leave in one write.
+            if events.contains(where: \.isTerminal) { close(.normalClosure, context) } else { context.flush() }
         case .tick(let now):
             // The last ping went unanswered: the desktop is gone without saying so.
             if awaitingPong { return close(.goingAway, context) }
