@@ -99,6 +99,10 @@ public struct JSONObjectWriter {
     /// A JSON string: quotes, backslashes and control characters escaped, everything else as UTF-8.
     static func append(string: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
+        defer { bytes.append(UInt8(ascii: "\"")) }
+        // Most strings (ids, states, times) need no escape: then they are copied whole.
+        let needsEscape = string.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        guard needsEscape else { return bytes.append(contentsOf: string.utf8) }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
@@ -113,7 +117,6 @@ public struct JSONObjectWriter {
             default: bytes.append(byte)
             }
         }
-        bytes.append(UInt8(ascii: "\""))
     }
 }
 
