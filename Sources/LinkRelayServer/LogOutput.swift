@@ -6,11 +6,12 @@ import Foundation
 /// lines to a `write`. So a log line costs a request no system call, and a write that waits (a
 /// file while the disk syncs, a pipe its reader has stopped reading) holds up no request.
 ///
-/// After each write the thread lets lines gather for `gathering` seconds before it writes again (a
-/// `flush` cuts that short). A line that finds it waiting wakes it at once, but under load the lines
-/// go out in a write every `gathering`, not one each: at 1,000 taps a second, the line each finished
-/// session logs had woken this thread 1,000 times a second, with a system call on both sides of every
-/// wake-up, on 2 cores shared with the event loops (README, Performance).
+/// After each write the thread lets lines gather for `gathering` before it looks again. A line that
+/// finds it waiting wakes it at once, but under load the lines go out in a write every `gathering`,
+/// not one each: at 1,000 taps a second, the line each finished session logs had woken this thread
+/// 1,000 times a second, with a system call on both sides of every wake-up, on 2 cores shared with the
+/// event loops (README, Performance). It sleeps rather than waits with a deadline, so that a step of
+/// the wall clock cannot stretch the pause.
 ///
 /// The buffer holds at most `capacity` bytes. Lines that find it full are dropped and counted, and the
 /// count is written in their place as soon as there is room: the relay never waits for its log.
@@ -27,17 +28,13 @@ public final class LogOutput: TextOutputStream, @unchecked Sendable {
     private var writing = false
     /// The thread waits for a line.
     private var idle = false
-    /// The `flush` calls waiting.
-    private var flushing = 0
-    private let gathering: TimeInterval
+    private static let gathering: TimeInterval = 0.01
 
-    /// `capacity`: the bytes that may wait to be written before lines are dropped; `gathering`: the
-    /// seconds after a write in which lines wait for the next.
+    /// `capacity`: the bytes that may wait to be written before lines are dropped.
     /// The output and its thread last as long as the process.
-    public init(fileDescriptor: Int32, capacity: Int = 4 << 20, gathering: TimeInterval = 0.01) {
+    public init(fileDescriptor: Int32, capacity: Int = 4 << 20) {
         self.output = FileHandle(fileDescriptor: fileDescriptor, closeOnDealloc: false)
         self.capacity = capacity
-        self.gathering = gathering
         let thread = Thread { self.writeForever() }
         thread.name = "log output"
         thread.start()
@@ -61,12 +58,7 @@ public final class LogOutput: TextOutputStream, @unchecked Sendable {
     public func flush(timeout: TimeInterval = 2) -> Bool {
         let deadline = Date(timeIntervalSinceNow: timeout)
         condition.lock()
-        flushing += 1
-        defer {
-            flushing -= 1
-            condition.unlock()
-        }
-        condition.broadcast()  // ends the thread's gathering
+        defer { condition.unlock() }
         while !pending.isEmpty || writing || dropped > 0 {
             guard condition.wait(until: deadline) else { return false }
         }
@@ -77,10 +69,6 @@ public final class LogOutput: TextOutputStream, @unchecked Sendable {
         var batch: [UInt8] = []
         while true {
             condition.lock()
-            writing = false
-            condition.broadcast()  // wakes `flush`
-            let end = Date(timeIntervalSinceNow: gathering)
-            while flushing == 0 && condition.wait(until: end) {}
             while pending.isEmpty && dropped == 0 {
                 idle = true
                 condition.wait()
@@ -98,6 +86,11 @@ public final class LogOutput: TextOutputStream, @unchecked Sendable {
             // has nowhere better to go.
             try? output.write(contentsOf: batch)
             batch.removeAll(keepingCapacity: batch.count <= 64 << 10)
+            condition.lock()
+            writing = false
+            condition.broadcast()  // wakes `flush`
+            condition.unlock()
+            Thread.sleep(forTimeInterval: Self.gathering)
         }
     }
 }

@@ -32,27 +32,6 @@ struct LogOutputTests {
         }
     }
 
-    @Test("A flush does not wait out the time lines are left to gather after a write")
-    func flushCutsTheGatheringShort() throws {
-        var ends: [Int32] = [0, 0]
-        try #require(pipe(&ends) == 0)
-        defer {
-            close(ends[0])
-            close(ends[1])
-        }
-        let output = LogOutput(fileDescriptor: ends[1], gathering: 3_600)
-        var received = ""
-        var chunk = [UInt8](repeating: 0, count: 256)
-        for line in ["first\n", "second\n"] {
-            output.write(line)
-            #expect(output.flush(timeout: 30))
-            let count = read(ends[0], &chunk, chunk.count)
-            try #require(count > 0)
-            received += String(decoding: chunk[..<count], as: UTF8.self)
-        }
-        #expect(received == "first\nsecond\n")
-    }
-
     @Test(
         "An output nobody reads never holds up the writer: lines past the capacity are dropped, then counted; a flush gives up"
     )
