@@ -26,8 +26,6 @@ public final class LogOutput: TextOutputStream, @unchecked Sendable {
     private var pending: [UInt8] = []
     private var dropped = 0
     private var writing = false
-    /// The thread waits for a line.
-    private var idle = false
     private static let gathering: TimeInterval = 0.01
 
     /// `capacity`: the bytes that may wait to be written before lines are dropped.
@@ -47,7 +45,9 @@ public final class LogOutput: TextOutputStream, @unchecked Sendable {
             dropped += 1
             return
         }
-        if idle { condition.broadcast() }  // the thread, and any `flush`, share the condition
+        // The thread, and any `flush`, share the condition. While the thread pauses after a write it is
+        // not waiting, and a broadcast with no one waiting makes no system call.
+        if pending.isEmpty { condition.broadcast() }
         pending.append(contentsOf: string.utf8)
     }
 
@@ -69,11 +69,7 @@ public final class LogOutput: TextOutputStream, @unchecked Sendable {
         var batch: [UInt8] = []
         while true {
             condition.lock()
-            while pending.isEmpty && dropped == 0 {
-                idle = true
-                condition.wait()
-            }
-            idle = false
+            while pending.isEmpty && dropped == 0 { condition.wait() }
             swap(&batch, &pending)
             if dropped > 0 {
                 batch.append(
