@@ -123,7 +123,7 @@ public func buildLinkRelay(
         pages: .init(
             final: ByteBuffer(string: pages.html("final", ["rejected": false])),
             rejected: ByteBuffer(string: pages.html("final", ["rejected": true])),
-            busy: ByteBuffer(string: pages.html("error-busy")), headers: Pages.htmlHeaders()),
+            busy: pages.page("error-busy"), headers: Pages.plainHeaders),
         strictTransportSecurity: strictTransportSecurity)
     let channels = ChannelServices(
         gate: ChannelGate(store: store, allowedOrigins: Set(configuration.allowedOrigins), logger: logger), hub: hub,

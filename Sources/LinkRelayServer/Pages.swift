@@ -46,12 +46,14 @@ struct Pages: Sendable {
         _ template: String, _ values: [String: Any] = [:], status: HTTPResponse.Status = .ok,
         extraCSP: String = "", headers: HTTPFields = [:]
     ) -> Response {
-        let page = values.isEmpty ? plain[template] : nil
-        return Response(
+        Response(
             status: status,
             headers: (extraCSP.isEmpty ? Self.plainHeaders : Self.htmlHeaders(extraCSP: extraCSP)) + headers,
-            body: .init(byteBuffer: page ?? ByteBuffer(string: html(template, values))))
+            body: .init(byteBuffer: values.isEmpty ? page(template) : ByteBuffer(string: html(template, values))))
     }
+
+    /// `template` rendered without values, as it was at start.
+    func page(_ template: String) -> ByteBuffer { plain[template] ?? ByteBuffer(string: html(template)) }
 
     func html(_ template: String, _ values: [String: Any] = [:]) -> String {
         var values = values
@@ -59,7 +61,8 @@ struct Pages: Sendable {
         return library.render(values, withTemplate: template) ?? "<!doctype html><title>LinkRelay</title>"
     }
 
-    private static let plainHeaders = htmlHeaders()
+    /// The headers of a page without an extra CSP source, built once.
+    static let plainHeaders = htmlHeaders()
 
     static func htmlHeaders(extraCSP: String = "") -> HTTPFields {
         [
