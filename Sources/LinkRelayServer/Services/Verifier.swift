@@ -22,16 +22,9 @@ struct Verifier: Service {
         } catch {
             service.logger.error("Verifier could not read pending sessions", metadata: ["error": "\(error)"])
         }
-        let queue = service.verifications
-        await withDiscardingTaskGroup { group in
-            for await id in queue.stream.cancelOnGracefulShutdown() where queue.begin(id) {
-                group.addTask {
-                    await verify(sessionID: id)
-                    queue.end(id)
-                }
-            }
-            group.cancelAll()
-        }
+        service.verifications.start { id in await verify(sessionID: id) }
+        try? await gracefulShutdown()
+        await service.verifications.stop()
     }
 
     func verify(sessionID: String) async {
