@@ -375,7 +375,7 @@ final class VerificationQueue: Sendable {
     private func launch(_ sessionID: String, _ verify: @escaping Verify, _ state: inout State) {
         guard state.running[sessionID] == nil else { return }
         // Detached: a verification belongs to no request, and so copies none of its task-local values.
-        state.running[sessionID] = Task.detached {
+        state.running[sessionID] = Task.detached(executorPreference: EventLoopTaskExecutor.current) {
             await verify(sessionID)
             _ = self.state.withLock { $0.running.removeValue(forKey: sessionID) }
         }
