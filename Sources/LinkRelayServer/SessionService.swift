@@ -330,8 +330,8 @@ final class SessionService: Sendable {
 
 /// Sessions the verifier asks Prove about, one task each, and why the last attempt for each failed.
 ///
-/// A kick starts the session's verification at once (a task of its own) while the `Verifier` runs,
-/// and is kept until it starts otherwise. A session is verified by one task at a time: a kick while
+/// While the `Verifier` runs, a kick starts the session's verification at once, in a task of its
+/// own; before it starts (or after it stopped), kicks wait for its start. A session is verified by one task at a time: a kick while
 /// one runs changes nothing, as that task reads the session again before each question.
 final class VerificationQueue: Sendable {
     typealias Verify = @Sendable (String) async -> Void
