@@ -187,10 +187,9 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
             wrappingChannelSynchronously: context.channel, configuration: .init(isOutboundHalfClosureEnabled: true))
         let (http1, logger) = (http1, logger)
-        let executor = EventLoopTaskExecutor(context.eventLoop)
-        Task(executorPreference: executor) {
+        // This runs on the connection's loop, so the current executor is that loop's.
+        Task(executorPreference: EventLoopTaskExecutor.current) {
             await http1.handle(value: asyncChannel, logger: logger)
-            withExtendedLifetime(executor) {}
         }
     }
 
