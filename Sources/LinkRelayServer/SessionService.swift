@@ -331,8 +331,9 @@ final class SessionService: Sendable {
 /// Sessions the verifier asks Prove about, one task each, and why the last attempt for each failed.
 ///
 /// While the `Verifier` runs, a kick starts the session's verification at once, in a task of its
-/// own; before it starts (or after it stopped), kicks wait for its start. A session is verified by one task at a time: a kick while
-/// one runs changes nothing, as that task reads the session again before each question.
+/// own; before it starts (or after it stopped), kicks wait for its start. A session is verified by one
+/// task at a time: a kick while one runs changes nothing, as that task reads the session again before
+/// each question.
 final class VerificationQueue: Sendable {
     typealias Verify = @Sendable (String) async -> Void
 
