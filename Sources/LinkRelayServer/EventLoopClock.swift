@@ -8,7 +8,7 @@ import NIOPosix
 /// On Linux each `Task.sleep` goes through libdispatch's timers: it wakes one of libdispatch's threads,
 /// which keeps the blocks it wrapped the wait in (see `LinkRelayCommand.main`). The channels'
 /// heartbeat waits up to 100 times a second under load, and 15,000 WebSockets that came and went left
-/// about 2,000 such blocks keeping 158 pages (0.6 MiB) resident (README, Performance). An event loop's
+/// about 2,000 such blocks keeping 158 pages (0.6 MiB) resident (Benchmarks/HISTORY.md). An event loop's
 /// timer keeps nothing.
 public struct EventLoopClock: RelayClock {
     let group: any EventLoopGroup

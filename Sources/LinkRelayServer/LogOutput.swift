@@ -10,7 +10,7 @@ import Foundation
 /// finds it waiting wakes it at once, but under load the lines go out in a write every `gathering`,
 /// not one each: at 1,000 taps a second, the line each finished session logs had woken this thread
 /// 1,000 times a second, with a system call on both sides of every wake-up, on 2 cores shared with the
-/// event loops (README, Performance). It sleeps rather than waits with a deadline, so that a step of
+/// event loops (Benchmarks/HISTORY.md). It sleeps rather than waits with a deadline, so that a step of
 /// the wall clock cannot stretch the pause.
 ///
 /// The buffer holds at most `capacity` bytes. Lines that find it full are dropped and counted, and the

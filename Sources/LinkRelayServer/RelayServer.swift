@@ -12,7 +12,7 @@ import ServiceLifecycle
 ///
 /// Hummingbird's `Server` also gave each connection a task that did nothing, and kept every open
 /// connection in NIOExtras' quiescing helper, a dictionary that keeps room for its peak: after 15,000
-/// WebSockets had come and gone, 0.6–0.8 MiB more stayed resident (README, Performance). Here one
+/// WebSockets had come and gone, 0.6–0.8 MiB more stayed resident (Benchmarks/HISTORY.md). Here one
 /// handler on the listening socket (`OpenConnections`) holds `maxConnections`, and keeps the open
 /// connections for the graceful shutdown in a table that shrinks as they go.
 struct RelayServer: Service {

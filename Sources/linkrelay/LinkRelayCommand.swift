@@ -22,7 +22,7 @@ struct LinkRelayCommand: AsyncParsableCommand {
     /// per thread for reuse, until the thread exits; its threads never exit while something wakes them
     /// within 5 s, as Hummingbird's date cache did every second. After 100,000 sessions, about 3,200
     /// such blocks, taken all through the burst, kept about 980 pages (3.8 MiB) of glibc's heaps that
-    /// `malloc_trim` could not return: most of what stayed above idle (README, Performance). An event
+    /// `malloc_trim` could not return: most of what stayed above idle (Benchmarks/HISTORY.md). An event
     /// loop queues a task with nothing kept.
     static func main() async {
         NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()

@@ -6,7 +6,7 @@
     /// Each thread keeps up to 7 freed blocks of each small size for its next allocation. After a
     /// burst of sessions, the event-loop threads go quiet holding some 1,500 such blocks, spread over
     /// the pages the burst used, and each keeps its page resident: about 4 MiB that `malloc_trim` cannot
-    /// return (README, Performance). Without the caches, memory after 100,000 sessions ended at
+    /// return (Benchmarks/HISTORY.md). Without the caches, memory after 100,000 sessions ended at
     /// 1.11–1.15× idle instead of 1.28×, for about a tenth more CPU per tap.
     ///
     /// glibc reads its tunables only when a process starts, so the relay starts itself once more with

@@ -41,14 +41,14 @@ struct MemoryTrim: Service {
     /// Twice glibc's starting value: at 128 KiB, a heap whose top hovered at the threshold gave back
     /// and took again a few pages at nearly every request (7,494 `madvise` calls and 19,546 page faults
     /// for 5,000 sessions created and tapped, against 2 and 11,221 at 256 KiB), and memory after load
-    /// stayed where it was (README, Performance).
+    /// stayed where it was (Benchmarks/HISTORY.md).
     static let trimThreshold: Int32 = 256 * 1024
 
     /// Keeps glibc's thresholds fixed. Left alone, glibc raises its mmap threshold to the largest mapped
     /// block freed so far (up to 32 MiB) and its trim threshold to twice that, so after a burst, large
     /// blocks (a grown dictionary, a long answer) are cut from the heaps, and small blocks that live on
     /// are later placed in the holes they leave, which keeps those pages resident. A 20,000-session soak
-    /// ended about 1.5 MiB lower (README, Performance). Returns whether glibc took both.
+    /// ended about 1.5 MiB lower (Benchmarks/HISTORY.md). Returns whether glibc took both.
     @discardableResult
     static func fixThresholds() -> Bool {
         guard let mallopt else { return false }
