@@ -15,13 +15,17 @@ import ServiceLifecycle
 /// WebSockets had come and gone, 0.6–0.8 MiB more stayed resident (Benchmarks/HISTORY.md). Here one
 /// handler on the listening socket (`OpenConnections`) holds `maxConnections`, and keeps the open
 /// connections for the graceful shutdown in a table that shrinks as they go.
-struct RelayServer: Service {
+struct RelayServer: Service, CustomStringConvertible {
     let host: String
     let port: Int
     let maxConnections: Int
     let child: RelayChildChannel
     let logger: Logger
     let onRunning: @Sendable (any Channel) async -> Void
+
+    /// How ServiceLifecycle logs it: the address, not everything the connections are served with (its
+    /// pages, whose demo text holds a sandbox phone number, among them).
+    var description: String { "RelayServer(host: \(host), port: \(port), maxConnections: \(maxConnections))" }
 
     /// Until a graceful shutdown: then it stops accepting, lets each connection finish the request it is
     /// answering (NIO's pipelining handler closes it after), and returns once all are closed. Cancelled,
