@@ -120,22 +120,19 @@ public func buildLinkRelay(
         service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits
     ).addRoutes(to: router)
     let repeatLandings = RepeatLandings(
-        pages: .init(
-            final: ByteBuffer(string: pages.html("final", ["rejected": false])),
-            rejected: ByteBuffer(string: pages.html("final", ["rejected": true])),
-            busy: pages.page("error-busy"), headers: Pages.plainHeaders),
-        strictTransportSecurity: strictTransportSecurity)
-    let channels = ChannelServices(
-        gate: ChannelGate(store: store, allowedOrigins: Set(configuration.allowedOrigins), logger: logger), hub: hub,
-        store: store, clock: clock, metrics: metrics, limits: limits, landings: repeatLandings,
-        strictTransportSecurity: strictTransportSecurity)
-    ChannelsController(gate: channels.gate).addRoutes(to: router)
-    LandingController(
+        final: pages.page("final", ["rejected": false]), rejected: pages.page("final", ["rejected": true]),
+        busy: pages.page("error-busy", status: .tooManyRequests), strictTransportSecurity: strictTransportSecurity)
+    let landing = LandingController(
         service: service, pages: pages, limits: limits, repeatLandings: repeatLandings,
         confirmOnPhone: configuration.confirmOnPhone,
         integratorName: configuration.integratorName,
-        publicOrigin: RelayConfiguration.origin(of: configuration.publicURL)
-    ).addRoutes(to: router)
+        publicOrigin: RelayConfiguration.origin(of: configuration.publicURL))
+    landing.addRoutes(to: router)
+    let channels = ChannelServices(
+        gate: ChannelGate(store: store, allowedOrigins: Set(configuration.allowedOrigins), logger: logger), hub: hub,
+        store: store, clock: clock, metrics: metrics, limits: limits, landing: landing, landings: repeatLandings,
+        strictTransportSecurity: strictTransportSecurity)
+    ChannelsController(gate: channels.gate).addRoutes(to: router)
     // With PostgreSQL, other instances' writes reach this instance's channels through the listener,
     // and the coordinator takes over what a gone instance left.
     var listener: PostgresListener?
@@ -268,27 +265,33 @@ struct ErrorMiddleware: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch {
-            let problem: Problem
-            switch error {
-            case let known as Problem:
-                problem = known
-            case let http as any HTTPResponseError:
-                problem = Problem(
-                    status: http.status, title: http.status.reasonPhrase,
-                    detail: http.status == .notFound ? "No such resource." : http.status.reasonPhrase)
-            default:
-                context.logger.error("Request failed", metadata: ["error.type": "\(type(of: error))"])
-                problem = Problem(
-                    status: .internalServerError, title: "Internal Server Error", detail: "The relay could not answer.")
-            }
-            if request.uri.path.hasPrefix("/l/") {
-                switch problem.status {
-                case .notFound: return pages.render("error-unknown", status: .notFound)
-                case .badRequest: return pages.render("error-bad-link", status: .badRequest)
-                default: return pages.render("error-unavailable", status: problem.status)
-                }
-            }
+            let problem = Self.problem(for: error, logger: context.logger)
+            if request.uri.path.hasPrefix("/l/") { return Self.landingPage(for: problem, pages).response }
             throw problem
+        }
+    }
+
+    static func problem(for error: any Error, logger: Logger) -> Problem {
+        switch error {
+        case let known as Problem:
+            return known
+        case let http as any HTTPResponseError:
+            return Problem(
+                status: http.status, title: http.status.reasonPhrase,
+                detail: http.status == .notFound ? "No such resource." : http.status.reasonPhrase)
+        default:
+            logger.error("Request failed", metadata: ["error.type": "\(type(of: error))"])
+            return Problem(
+                status: .internalServerError, title: "Internal Server Error", detail: "The relay could not answer.")
+        }
+    }
+
+    /// The phone's page for a problem on its landing.
+    static func landingPage(for problem: Problem, _ pages: Pages) -> Page {
+        switch problem.status {
+        case .notFound: pages.page("error-unknown", status: .notFound)
+        case .badRequest: pages.page("error-bad-link", status: .badRequest)
+        default: pages.page("error-unavailable", status: problem.status)
         }
     }
 }

@@ -46,14 +46,20 @@ struct Pages: Sendable {
         _ template: String, _ values: [String: Any] = [:], status: HTTPResponse.Status = .ok,
         extraCSP: String = "", headers: HTTPFields = [:]
     ) -> Response {
-        Response(
-            status: status,
-            headers: (extraCSP.isEmpty ? Self.plainHeaders : Self.htmlHeaders(extraCSP: extraCSP)) + headers,
-            body: .init(byteBuffer: values.isEmpty ? page(template) : ByteBuffer(string: html(template, values))))
+        page(template, values, status: status, extraCSP: extraCSP, headers: headers).response
     }
 
-    /// `template` rendered without values, as it was at start.
-    func page(_ template: String) -> ByteBuffer { plain[template] ?? ByteBuffer(string: html(template)) }
+    /// What `render` answers, before it is a `Response`.
+    func page(
+        _ template: String, _ values: [String: Any] = [:], status: HTTPResponse.Status = .ok,
+        extraCSP: String = "", headers: HTTPFields = [:]
+    ) -> Page {
+        let body = values.isEmpty ? plain[template] : nil
+        return Page(
+            status: status,
+            headers: (extraCSP.isEmpty ? Self.plainHeaders : Self.htmlHeaders(extraCSP: extraCSP)) + headers,
+            body: body ?? ByteBuffer(string: html(template, values)))
+    }
 
     func html(_ template: String, _ values: [String: Any] = [:]) -> String {
         var values = values
@@ -75,4 +81,14 @@ struct Pages: Sendable {
                 + extraCSP,
         ]
     }
+}
+
+/// An answer with its body whole: a page, or a redirect with none. Hummingbird's routes send it as a
+/// `Response`; the relay's own landing handler writes it on the event loop (`LandingHandler`).
+struct Page: Sendable {
+    var status: HTTPResponse.Status
+    var headers: HTTPFields
+    var body = ByteBuffer()
+
+    var response: Response { Response(status: status, headers: headers, body: .init(byteBuffer: body)) }
 }

@@ -61,10 +61,6 @@ final class RequestLimits: Sendable {
     }
 
     /// One landing (GET, HEAD or POST on `/l/{key}`): a token from the client's bucket and the link's.
-    func allowLanding(_ request: Request, _ context: RelayContext, linkKey: String) -> Bool {
-        allowLanding(linkKey: linkKey) { client(request, context) }
-    }
-
     /// `client` is only worked out when limits are on.
     func allowLanding(linkKey: String, client: () -> IPAddress?) -> Bool {
         guard let active else { return true }

@@ -177,11 +177,14 @@ final class SessionService: Sendable {
         return result
     }
 
-    /// What a landing would show, changing nothing: the confirm page's GET (and every HEAD).
-    func inspectLanding(linkKey: String, parameters: LandingParameters) async throws -> LandingResult {
+    /// What a landing would show, changing nothing: the confirm page's GET (and every HEAD). Without
+    /// `confirming`, a landing that a GET would accept is `accepted`.
+    func inspectLanding(linkKey: String, parameters: LandingParameters, confirming: Bool) async throws
+        -> LandingResult
+    {
         guard let session = try await store.session(linkKey: linkKey) else { return .unknown }
         if let ended = Self.closedLanding(session, parameters, clock.now()) { return ended }
-        if session.seenAuthIds.contains(parameters.authId) { return .accepted(session) }
+        if !confirming || session.seenAuthIds.contains(parameters.authId) { return .accepted(session) }
         return session.state == .waiting ? .awaitingConfirmation(session) : .alreadyUsed
     }
 

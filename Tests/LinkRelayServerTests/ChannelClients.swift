@@ -177,16 +177,18 @@ struct RawWebSocket {
 }
 
 /// Sends `request` on a new loopback connection and returns what the server wrote until it closed.
-func rawExchange(port: Int, _ request: String) async throws -> String {
-    String(decoding: try await rawExchangeBytes(port: port, Array(request.utf8)), as: UTF8.self)
+/// With `halfClose`, the client's side is shut once the request is sent.
+func rawExchange(port: Int, _ request: String, halfClose: Bool = false) async throws -> String {
+    String(decoding: try await rawExchangeBytes(port: port, Array(request.utf8), halfClose: halfClose), as: UTF8.self)
 }
 
 /// `rawExchange`, as bytes (WebSocket frames are not text), reading until the server closes or
 /// `done` says enough arrived.
 func rawExchangeBytes(
-    port: Int, _ request: [UInt8], until done: @escaping @Sendable ([UInt8]) -> Bool = { _ in false }
+    port: Int, _ request: [UInt8], halfClose: Bool = false,
+    until done: @escaping @Sendable ([UInt8]) -> Bool = { _ in false }
 ) async throws -> [UInt8] {
-    try await onOwnThread { try blockingExchange(port: port, request, until: done) }
+    try await onOwnThread { try blockingExchange(port: port, request, halfClose: halfClose, until: done) }
 }
 
 /// Runs a blocking call on a thread of its own. Not on Dispatch's global queue: on Linux, Swift's
@@ -198,7 +200,9 @@ func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async 
     }
 }
 
-private func blockingExchange(port: Int, _ request: [UInt8], until done: ([UInt8]) -> Bool) throws -> [UInt8] {
+private func blockingExchange(port: Int, _ request: [UInt8], halfClose: Bool, until done: ([UInt8]) -> Bool) throws
+    -> [UInt8]
+{
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
@@ -214,6 +218,7 @@ private func blockingExchange(port: Int, _ request: [UInt8], until done: ([UInt8
     var timeout = timeval(tv_sec: 10, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     _ = request.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count, 0) }
+    if halfClose { shutdown(fd, Int32(SHUT_WR)) }
     var received = [UInt8]()
     var buffer = [UInt8](repeating: 0, count: 4096)
     while !done(received) {

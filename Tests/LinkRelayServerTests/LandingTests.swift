@@ -148,4 +148,82 @@ struct LandingTests {
             #expect(try await relay.session(created.sessionId).events.count == 3, "reloads change nothing")
         }
     }
+
+    @Test("A HEAD answers what the GET would, without a body, and changes nothing")
+    func head() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let url = created.finalTargetUrl + "?asc=true&authId=\(Self.uuid)"
+            let head = try await relay.request(.HEAD, url)
+            #expect(head.status == 200)
+            #expect(head.body.isEmpty)
+            #expect(try await relay.session(created.sessionId).events.map(\.type) == ["waiting"])
+            let get = try await relay.request(.GET, url)
+            #expect(get.body.contains("we got your tap"))
+            #expect(head.header("Content-Length") == String(get.body.utf8.count))
+            func headers(_ answer: HTTPAnswer) -> [String] {
+                answer.headers.filter { $0.0.lowercased() != "date" }.map { "\($0.0.lowercased()): \($0.1)" }.sorted()
+            }
+            #expect(headers(head) == headers(get))
+            #expect(try await relay.request(.HEAD, created.finalTargetUrl + "?asc=maybe").status == 400)
+            #expect(try await relay.request(.HEAD, "/l/short?asc=true&authId=\(Self.uuid)").status == 404)
+        }
+    }
+
+    @Test("A landing between other requests on one connection is answered in its turn")
+    func sharedConnection() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let port = try #require(URLComponents(string: relay.base)?.port)
+            let landing = try #require(URLComponents(string: created.finalTargetUrl)).path
+            let host = "Host: 127.0.0.1:\(port)\r\n"
+            // Sent at once: Hummingbird answers the first, the relay's landing handler the second.
+            let answer = try await rawExchange(
+                port: port,
+                "GET /healthz HTTP/1.1\r\n\(host)\r\n"
+                    + "GET \(landing)?asc=true&authId=\(Self.uuid) HTTP/1.1\r\n\(host)\r\n"
+                    + "GET /healthz HTTP/1.1\r\n\(host)Connection: close\r\n\r\n")
+            let parts = answer.components(separatedBy: "HTTP/1.1 ").dropFirst()
+            #expect(parts.map { $0.prefix(3) } == ["200", "200", "200"], "\(answer.prefix(200))")
+            #expect(parts.map { $0.contains("we got your tap") } == [false, true, false])
+            #expect(parts.map { $0.hasSuffix("\r\n\r\nok\n") } == [true, false, true])
+            #expect(try await relay.session(created.sessionId).events.map(\.type).prefix(2) == ["waiting", "tapped"])
+        }
+    }
+
+    @Test("A phone that closes its side after the request still gets its page; an HTTP/1.0 one is closed after it")
+    func halfClosed() async throws {
+        try await TestRelay.run { relay in
+            let port = try #require(URLComponents(string: relay.base)?.port)
+            for (version, halfClose) in [("1.1", true), ("1.0", false)] {
+                let created = try await relay.createSession()
+                let landing = try #require(URLComponents(string: created.finalTargetUrl)).path
+                // rawExchange returns when the relay closes the connection.
+                let answer = try await rawExchange(
+                    port: port,
+                    "GET \(landing)?asc=false&authId=\(Self.uuid) HTTP/\(version)\r\nHost: 127.0.0.1\r\n\r\n",
+                    halfClose: halfClose)
+                #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(40))")
+                #expect(answer.contains("we got your tap"))
+                let events = try await relay.session(created.sessionId).events.map(\.type)
+                #expect(events.prefix(2) == ["waiting", "tapped"])
+            }
+        }
+    }
+
+    @Test("A landing the store cannot record gets the friendly page, and the relay goes on")
+    func storeFailure() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("landing-\(UUID()).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try await TestRelay.run(store: "sqlite:" + path) { relay in
+            let created = try await relay.createSession()
+            try await relay.relay.store.close()
+            let answer = try await relay.request(.GET, created.finalTargetUrl + "?asc=true&authId=\(Self.uuid)")
+            #expect(answer.status == 500)
+            #expect(answer.body.contains("Something went wrong on our side"))
+            #expect(answer.header("Content-Security-Policy")?.hasPrefix("default-src 'none'") == true)
+            #expect(try await relay.request(.GET, "/healthz").status == 200)
+            #expect(relay.logs.all.contains { $0.contains("Request failed") })
+        }
+    }
 }

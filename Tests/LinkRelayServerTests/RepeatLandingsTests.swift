@@ -25,18 +25,17 @@ struct RepeatLandingsTests {
 
     @Test("The oldest goes first when the table is full; only the authIds seen are answered")
     func capacity() {
-        let page = ByteBuffer(string: "final")
+        let page = Page(status: .ok, headers: Pages.htmlHeaders(), body: ByteBuffer(string: "final"))
         let landings = RepeatLandings(
-            pages: .init(final: page, rejected: page, busy: page, headers: Pages.htmlHeaders()),
-            strictTransportSecurity: false, capacity: 2)
+            final: page, rejected: page, busy: page, strictTransportSecurity: false, capacity: 2)
         let sessions = (1...3).map(Self.ended)
         for session in sessions { landings.remember(session) }
         landings.remember(sessions[1])  // again: no second place
         func known(_ session: Session, _ authId: String = Self.authId) -> Bool {
-            landings.answer(target: "/l/\(session.linkKey)?asc=true&authId=\(authId)") != nil
+            landings.answer(key: session.linkKey, query: "asc=true&authId=\(authId)") != nil
         }
         #expect(sessions.map { known($0) } == [false, true, true])
         #expect(!known(sessions[2], "3f2504e0-4f89-41d3-9a0c-0305e82c3302"), "another authId goes to the controller")
-        #expect(landings.answer(target: "/l/\(sessions[2].linkKey)?asc=maybe&authId=\(Self.authId)") == nil)
+        #expect(landings.answer(key: sessions[2].linkKey, query: "asc=maybe&authId=\(Self.authId)") == nil)
     }
 }

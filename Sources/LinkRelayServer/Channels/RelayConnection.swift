@@ -19,6 +19,8 @@ struct ChannelServices: Sendable {
     let clock: any RelayClock
     let metrics: RelayMetrics
     let limits: RequestLimits
+    /// Landings, which `LandingHandler` answers on the event loop too.
+    let landing: LandingController
     let landings: RepeatLandings
     let strictTransportSecurity: Bool
     /// SSE keep-alive comments are written at least this often.
@@ -63,7 +65,7 @@ struct RelayChildChannel: ServerChildChannel {
                 withDecoderLimitConfiguration: .init())
             try channel.pipeline.syncOperations.addHandlers([
                 IdleStateHandler(readTimeout: idleTimeout),
-                RepeatLandingHandler(services: services),
+                LandingHandler(services: services),
                 HTTP1ToHTTPServerCodec(secure: false),
                 RelayConnectionHandler(services: services, http1: http1, logger: logger),
             ])
@@ -303,7 +305,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
                 ], position: .after(self))
             pipeline.removeHandler(context: context, promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: HTTP1ToHTTPServerCodec.self), promise: nil)
-            pipeline.removeHandler(try pipeline.handler(type: RepeatLandingHandler.self), promise: nil)
+            pipeline.removeHandler(try pipeline.handler(type: LandingHandler.self), promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: IdleStateHandler.self), promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: HTTPServerProtocolErrorHandler.self), promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: HTTPServerPipelineHandler.self), promise: nil)

@@ -7,6 +7,9 @@ import LinkRelayCore
 /// Without `--confirm-on-phone` the GET counts as the tap (API.md). With it, the GET only shows who
 /// is asking and two buttons, and the page's POST counts: link scanners and previews, which GET (and
 /// HEAD) links, change nothing. A HEAD never changes anything in either mode.
+///
+/// GETs and HEADs are answered by the relay's own `LandingHandler` on the event loop; Hummingbird's
+/// routes take the POST, and a GET or HEAD only in a form the handler leaves alone (an absolute URI).
 struct LandingController {
     let service: SessionService
     let pages: Pages
@@ -20,59 +23,65 @@ struct LandingController {
     static let maximumFormSize = 256
 
     func addRoutes(to router: Router<RelayContext>) {
-        router.get("l/:key", use: show)
-        router.head("l/:key", use: head)
+        router.get("l/:key") { request, context in try await visit(request, context).response }
+        router.head("l/:key") { request, context in try await visit(request, context).response.withoutBody() }
         router.post("l/:key", use: answer)
+    }
+
+    private func visit(_ request: Request, _ context: RelayContext) async throws -> Page {
+        await visit(
+            key: try context.parameters.require("key"), query: request.uri.query, head: request.method == .head
+        ) { limits.client(request, context) }
+    }
+
+    /// A landing's GET, or its HEAD (`head`): the page, and for a GET the tap unless taps are confirmed
+    /// on the phone. `client` is asked only when limits are on.
+    func visit(key: String, query: String?, head: Bool, client: () -> IPAddress?) async -> Page {
+        await landing(key: key, query: query, client: client) { key, parameters in
+            let result =
+                confirmOnPhone || head
+                ? try await service.inspectLanding(linkKey: key, parameters: parameters, confirming: confirmOnPhone)
+                : try await service.land(linkKey: key, parameters: parameters)
+            return page(for: result, parameters, get: !head)
+        }
     }
 
     /// Runs `body` for a landing that passes the limits, the strict query and the key's shape (checked
     /// before any lookup); otherwise answers the page that turns it away.
     private func landing(
-        _ request: Request, _ context: RelayContext,
-        _ body: (_ key: String, _ parameters: LandingParameters) async throws -> Response
-    ) async throws -> Response {
-        let key = try context.parameters.require("key")
-        guard limits.allowLanding(request, context, linkKey: key) else {
-            return pages.render("error-busy", status: .tooManyRequests)
+        key: String, query: String?, client: () -> IPAddress?,
+        _ body: (_ key: String, _ parameters: LandingParameters) async throws -> Page
+    ) async -> Page {
+        guard limits.allowLanding(linkKey: key, client: client) else {
+            return pages.page("error-busy", status: .tooManyRequests)
         }
-        guard case .success(let parameters) = LandingParameters.parse(query: request.uri.query) else {
+        guard case .success(let parameters) = LandingParameters.parse(query: query) else {
             countRefusal(.badLink)
-            return pages.render("error-bad-link", status: .badRequest)
+            return pages.page("error-bad-link", status: .badRequest)
         }
         guard key.utf8.count == SessionService.linkKeyLength else {
             countRefusal(.unknown)
-            return pages.render("error-unknown", status: .notFound)
+            return pages.page("error-unknown", status: .notFound)
         }
-        return try await body(key, parameters)
-    }
-
-    @Sendable func show(_ request: Request, context: RelayContext) async throws -> Response {
-        try await landing(request, context) { key, parameters in
-            let result =
-                confirmOnPhone
-                ? try await service.inspectLanding(linkKey: key, parameters: parameters)
-                : try await service.land(linkKey: key, parameters: parameters)
-            return page(for: result, parameters, request)
+        do {
+            return try await body(key, parameters)
+        } catch {
+            return ErrorMiddleware.landingPage(for: ErrorMiddleware.problem(for: error, logger: service.logger), pages)
         }
-    }
-
-    /// The GET's status and headers, without a body and without changing anything.
-    @Sendable func head(_ request: Request, context: RelayContext) async throws -> Response {
-        try await landing(request, context) { key, parameters in
-            page(for: try await service.inspectLanding(linkKey: key, parameters: parameters), parameters, request)
-        }.withoutBody()
     }
 
     /// The confirm page's buttons: `choice=confirm` counts as the tap, `choice=reject` ends the session.
     /// Either way the answer is a 303 back to the landing's GET, which shows where things stand.
     @Sendable func answer(_ request: Request, context: RelayContext) async throws -> Response {
-        try await landing(request, context) { key, parameters in
+        let key = try context.parameters.require("key")
+        let client = { limits.client(request, context) }
+        return await landing(key: key, query: request.uri.query, client: client) { key, parameters in
             guard confirmOnPhone else {
-                return pages.render("error-bad-link", status: .methodNotAllowed, headers: [.allow: "GET, HEAD"])
+                return pages.page("error-bad-link", status: .methodNotAllowed, headers: [.allow: "GET, HEAD"])
             }
             // The form is the relay's own page; a browser posting it from anywhere else is refused.
             if let origin = request.headers[.origin], origin != publicOrigin {
-                return pages.render("error-bad-link", status: .forbidden)
+                return pages.page("error-bad-link", status: .forbidden)
             }
             let form = try? await request.body.collect(upTo: Self.maximumFormSize)
             let result: SessionService.LandingResult
@@ -82,46 +91,45 @@ struct LandingController {
             case "choice=reject":
                 result = try await service.reject(linkKey: key, parameters: parameters)
             default:
-                return pages.render("error-bad-link", status: .badRequest)
+                return pages.page("error-bad-link", status: .badRequest)
             }
             switch result {
             case .accepted, .finalPage, .awaitingConfirmation:
                 if case .accepted = result { service.metrics.landingAccepted() }
                 // 303, so that the browser GETs the landing again (R1.8), which shows where things stand.
-                return Response(
+                return Page(
                     status: .seeOther,
                     headers: [.location: Self.landingPath(key, parameters), .cacheControl: "no-store"])
             case .unknown, .expired, .alreadyUsed:
-                return page(for: result, parameters, request)
+                return page(for: result, parameters, get: false)
             }
-        }
+        }.response
     }
 
-    private func page(
-        for result: SessionService.LandingResult, _ parameters: LandingParameters, _ request: Request
-    ) -> Response {
+    /// `get`: the answer is to a GET, which counts an accepted or repeated landing.
+    private func page(for result: SessionService.LandingResult, _ parameters: LandingParameters, get: Bool) -> Page {
         let metrics = service.metrics
         switch result {
         case .accepted:
-            if request.method == .get, !confirmOnPhone { metrics.landingAccepted() }
-            return pages.render("landing")
+            if get, !confirmOnPhone { metrics.landingAccepted() }
+            return pages.page("landing")
         case .awaitingConfirmation(let session):
-            return pages.render("confirm", confirmValues(session, parameters))
+            return pages.page("confirm", confirmValues(session, parameters))
         case .finalPage(let session):
-            if request.method == .get {
+            if get {
                 metrics.landingRepeated()
                 repeatLandings.remember(session)
             }
-            return pages.render("final", ["rejected": session.state == .cancelled])
+            return pages.page("final", ["rejected": session.state == .cancelled])
         case .unknown:
             countRefusal(.unknown)
-            return pages.render("error-unknown", status: .notFound)
+            return pages.page("error-unknown", status: .notFound)
         case .expired:
             countRefusal(.expired)
-            return pages.render("error-expired", status: .gone)
+            return pages.page("error-expired", status: .gone)
         case .alreadyUsed:
             countRefusal(.alreadyUsed)
-            return pages.render("error-used", status: .conflict)
+            return pages.page("error-used", status: .conflict)
         }
     }
 
