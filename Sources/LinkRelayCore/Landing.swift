@@ -29,32 +29,48 @@ public struct LandingParameters: Sendable, Equatable {
     /// mark after `&` or `=` would otherwise join it into one grapheme cluster, so that `&\u{301}asc=false` or
     /// `asc=\u{301}false` hid a second `asc` that every other reader sees.
     public static func parse(query: String?) -> Result<LandingParameters, Rejection> {
-        var ascValues: [Substring.UTF8View] = []
-        var authIdValues: [Substring.UTF8View] = []
-        for pair in (query ?? "").utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+        let utf8 = (query ?? "").utf8
+        var asc: (value: Substring.UTF8View, count: Int)?
+        var authId: (value: Substring.UTF8View, count: Int)?
+        // Each `&`-separated pair in turn, without collecting them (the landing's hot path).
+        var start = utf8.startIndex
+        while start < utf8.endIndex {
+            let end = utf8[start...].firstIndex(of: UInt8(ascii: "&")) ?? utf8.endIndex
+            let pair = utf8[start..<end]
+            start = end == utf8.endIndex ? end : utf8.index(after: end)
             let equals = pair.firstIndex(of: UInt8(ascii: "="))
             let name = pair[..<(equals ?? pair.endIndex)]
             let value = equals.map { pair[pair.index(after: $0)...] } ?? pair[pair.endIndex...]
             if name.elementsEqual("asc".utf8) {
-                ascValues.append(value)
+                asc = (asc?.value ?? value, (asc?.count ?? 0) + 1)
             } else if name.elementsEqual("authId".utf8) {
-                authIdValues.append(value)
+                authId = (authId?.value ?? value, (authId?.count ?? 0) + 1)
             }
         }
-        guard ascValues.count <= 1 else { return .failure(.duplicateAsc) }
-        guard let ascValue = ascValues.first else { return .failure(.missingAsc) }
-        let asc: Bool
-        if ascValue.elementsEqual("true".utf8) {
-            asc = true
-        } else if ascValue.elementsEqual("false".utf8) {
-            asc = false
+        guard let asc else { return .failure(.missingAsc) }
+        guard asc.count == 1 else { return .failure(.duplicateAsc) }
+        let tapped: Bool
+        if asc.value.elementsEqual("true".utf8) {
+            tapped = true
+        } else if asc.value.elementsEqual("false".utf8) {
+            tapped = false
         } else {
             return .failure(.invalidAsc)
         }
-        guard authIdValues.count <= 1 else { return .failure(.duplicateAuthId) }
-        guard let authIdValue = authIdValues.first else { return .failure(.missingAuthId) }
-        guard isUUID(authIdValue) else { return .failure(.invalidAuthId) }
-        return .success(LandingParameters(asc: asc, authId: String(decoding: authIdValue, as: UTF8.self).lowercased()))
+        guard let authId else { return .failure(.missingAuthId) }
+        guard authId.count == 1 else { return .failure(.duplicateAuthId) }
+        guard isUUID(authId.value) else { return .failure(.invalidAuthId) }
+        return .success(LandingParameters(asc: tapped, authId: lowercased(authId.value)))
+    }
+
+    /// ASCII text in lower case, written straight into the new string.
+    private static func lowercased(_ ascii: Substring.UTF8View) -> String {
+        String(unsafeUninitializedCapacity: ascii.count) { buffer in
+            for (offset, byte) in ascii.enumerated() {
+                buffer[offset] = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+            }
+            return ascii.count
+        }
     }
 
     /// True for exactly 8-4-4-4-12 hexadecimal digits in either case.
