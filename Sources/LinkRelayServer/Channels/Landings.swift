@@ -96,7 +96,7 @@ final class RepeatLandings: Sendable {
 /// types, on the connection's event loop: a repeat landing of an ended session from memory
 /// (`RepeatLandings`), any other through `LandingController` in a task on this loop. A landing is the
 /// request a phone may repeat most and the tap every waiting desktop waits for, and Hummingbird's way
-/// (its codec, router and async writer) cost a tenth of a tap's CPU (Benchmarks/HISTORY.md, round 22).
+/// (its codec, router and async writer) cost a fifth of a tap's CPU (Benchmarks/HISTORY.md, round 23).
 /// It sits before `HTTP1ToHTTPServerCodec` and passes every other request on untouched.
 final class LandingHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
