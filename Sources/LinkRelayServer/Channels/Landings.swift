@@ -159,9 +159,7 @@ final class LandingHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// The same limits as every landing (see `LandingController`); counted when allowed.
     private func allowed(_ key: String, _ head: HTTPRequestHead, _ context: ChannelHandlerContext) -> Bool {
         let limits = services.limits
-        let allowed = limits.allowLanding(linkKey: key) {
-            limits.client(peer: context.channel.remoteAddress, forwardedFor: head.headers["X-Forwarded-For"])
-        }
+        let allowed = limits.allowLanding(linkKey: key) { limits.client(peer: context.channel.remoteAddress, head) }
         if allowed { services.metrics.landingRepeated() }
         return allowed
     }
@@ -175,9 +173,7 @@ final class LandingHandler: ChannelInboundHandler, RemovableChannelHandler {
         let this = NIOLoopBound((self, context), eventLoop: eventLoop)
         let head = request.method == .HEAD
         Task(executorPreference: EventLoopTaskExecutor.current) {
-            let page = await controller.visit(key: key, query: query, head: head) {
-                limits.client(peer: peer, forwardedFor: request.headers["X-Forwarded-For"])
-            }
+            let page = await controller.visit(key: key, query: query, head: head) { limits.client(peer: peer, request) }
             let answer = HTTP1Page(page, strictTransportSecurity: strictTransportSecurity)
             let respond: @Sendable () -> Void = {
                 let (handler, context) = this.value
@@ -197,5 +193,12 @@ final class LandingHandler: ChannelInboundHandler, RemovableChannelHandler {
             let channel = context.channel
             ended.whenComplete { _ in channel.close(promise: nil) }
         }
+    }
+}
+
+extension RequestLimits {
+    /// The client of a request read by NIO's HTTP/1 decoder (see `client(peer:forwardedFor:)`).
+    func client(peer: SocketAddress?, _ head: HTTPRequestHead) -> IPAddress? {
+        client(peer: peer, forwardedFor: head.headers["X-Forwarded-For"])
     }
 }
