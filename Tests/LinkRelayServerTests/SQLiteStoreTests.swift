@@ -319,3 +319,56 @@ extension SQLiteStoreTests {
         try await store.close()
     }
 }
+
+extension SQLiteStoreTests {
+    /// An update splices its events into the row's JSON array as text; read back from the file (a new
+    /// store, nothing in memory) they are the events written, in order: one, two at once, and the first
+    /// of a row that had none (a schema-1 session without event rows comes out of the upgrade with `[]`).
+    @Test("Events appended by updates read back from the file in order, also to a row that had none")
+    func appendedEventsReadBack() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("relay.sqlite").path
+
+        var session = Self.session(1)
+        session.phoneNumber = ""  // empty text is stored as '', not as NULL
+        let waiting = SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: session.createdAt)
+        var bare = Self.session(2)
+        bare.clientRequestId = "rêquête ✓"
+        let store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        try await store.insert(session, event: waiting)
+        try await store.insert(bare, event: waiting)
+        let other = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+        _ = try await other.query("UPDATE sessions SET events = '[]' WHERE id = 'ses_2'")
+        try await other.close()
+
+        // Nothing below may throw before the stores close (SQLiteNIO stops a test process whose
+        // connections were not closed): a failure is an expectation that fails.
+        let tapped = session.record(.tapped(asc: true), at: Date())
+        session.version = 1
+        #expect((try? await store.update(session, expectedVersion: 0, appending: [tapped])) == true)
+        let result = session.record(.result(.verified), at: Date())
+        let cancelled = session.record(.cancelled(reason: .rejected), at: Date())
+        session.version = 2
+        #expect((try? await store.update(session, expectedVersion: 1, appending: [result, cancelled])) == true)
+        session.version = 3
+        #expect((try? await store.update(session, expectedVersion: 2, appending: [])) == true)
+        let expired = bare.record(.expired, at: Date())
+        bare.version = 1
+        #expect((try? await store.update(bare, expectedVersion: 0, appending: [expired])) == true)
+        try await store.close()
+
+        let reopened = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        let read = (
+            events: (try? await reopened.events(sessionID: "ses_1", after: 0)),
+            session: (try? await reopened.session(id: "ses_1")),
+            bareEvents: (try? await reopened.events(sessionID: "ses_2", after: 0)),
+            bare: (try? await reopened.session(id: "ses_2"))
+        )
+        try await reopened.close()
+        #expect(read.events == [waiting, tapped, result, cancelled])
+        #expect(read.session == session)
+        #expect(read.bareEvents == [expired])
+        #expect(read.bare == bare)
+    }
+}

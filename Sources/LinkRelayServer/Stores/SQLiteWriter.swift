@@ -16,6 +16,8 @@ import VaporCSQLite
 final class SQLiteWriter: Sendable {
     enum Value {
         case text(String)
+        /// Text as UTF-8 bytes (JSON the relay wrote), bound without making a `String` of it first.
+        case utf8([UInt8])
         case integer(Int)
         case null
     }
@@ -42,10 +44,12 @@ final class SQLiteWriter: Sendable {
             }
             for (offset, value) in values.enumerated() {
                 let index = Int32(offset + 1)
+                // Text is bound from its own storage: a `String` passed as a C string is first copied
+                // into a new array (two allocations per write for a session's JSON, before this).
                 let code =
                     switch value {
-                    case .text(let text):
-                        sqlite_nio_sqlite3_bind_text(statement, index, text, Int32(text.utf8.count), transient)
+                    case .text(var text): text.withUTF8 { bindText(statement, index, $0) }
+                    case .utf8(let bytes): bytes.withUnsafeBufferPointer { bindText(statement, index, $0) }
                     case .integer(let integer): sqlite_nio_sqlite3_bind_int64(statement, index, Int64(integer))
                     case .null: sqlite_nio_sqlite3_bind_null(statement, index)
                     }
@@ -55,6 +59,16 @@ final class SQLiteWriter: Sendable {
             case SQLITE_ROW: return true
             case SQLITE_DONE: return false
             case let code: throw failure(code)
+            }
+        }
+
+        /// Binds `text` (UTF-8) for SQLite to copy; empty text is bound as `''`, not as `NULL`.
+        private func bindText(_ statement: OpaquePointer, _ index: Int32, _ text: UnsafeBufferPointer<UInt8>) -> Int32 {
+            guard let start = text.baseAddress, !text.isEmpty else {
+                return sqlite_nio_sqlite3_bind_text(statement, index, "", 0, transient)
+            }
+            return start.withMemoryRebound(to: CChar.self, capacity: text.count) {
+                sqlite_nio_sqlite3_bind_text(statement, index, $0, Int32(text.count), transient)
             }
         }
 
@@ -177,7 +191,7 @@ final class SQLiteWriter: Sendable {
             // which then wakes the thread of each write in it: at 1,000 taps/s one write in ten queued.
             commit(queue.withLock { $0.takeWrites() })
             if queue.withLock({ $0.release() }) { NIOThreadPool.singleton.submit { _ in self.drain() } }
-            return try write.outcome.get()
+            return try write.result.get()
         }
         return try await withCheckedThrowingContinuation { continuation in
             enqueue(.write(PendingWrite(body: body, committed: committed, continuation: continuation)))
@@ -285,10 +299,10 @@ private protocol Write {
 private final class PendingWrite<T: Sendable>: Write {
     let body: @Sendable (SQLiteWriter.Connection) throws -> T
     let committed: @Sendable (Result<T, any Error>) -> Void
-    /// Nil for a write that runs on its caller's thread: the caller reads `outcome`.
+    /// Nil for a write that runs on its caller's thread: the caller reads `result`.
     let continuation: CheckedContinuation<T, any Error>?
-    /// What `run` gave, then what the write answers (`finish`).
-    private(set) var outcome: Result<T, any Error> = .failure(CancellationError())
+    /// What `run` gave, then what the write answers (`finish`); nil until `run`.
+    private(set) var outcome: Result<T, any Error>?
 
     init(
         body: @escaping @Sendable (SQLiteWriter.Connection) throws -> T,
@@ -309,9 +323,13 @@ private final class PendingWrite<T: Sendable>: Write {
 
     func finish(failing error: (any Error)?) {
         if let error { outcome = .failure(error) }
-        committed(outcome)
-        continuation?.resume(with: outcome)
+        committed(result)
+        continuation?.resume(with: result)
     }
+
+    /// What the write answers, once `finish` has run. (No error is made up front for a write that has
+    /// not run: that was an allocation per write.)
+    var result: Result<T, any Error> { outcome ?? .failure(CancellationError()) }
 }
 
 /// SQLite copies a bound value bound this way (`SQLITE_TRANSIENT`).
