@@ -43,7 +43,12 @@ public struct JSONObjectWriter {
     public mutating func add(_ key: String, secondsSinceReferenceDate date: Date?) {
         guard let date else { return }
         self.key(key)
-        bytes.append(contentsOf: date.timeIntervalSinceReferenceDate.description.utf8)
+        // Written as `description` writes it, from the digits' own buffer: `description` makes a
+        // `String` of them, which for most dates (17 characters) is an allocation.
+        var output = ASCIIOutput()
+        swap(&output.bytes, &bytes)
+        date.timeIntervalSinceReferenceDate.write(to: &output)
+        swap(&output.bytes, &bytes)
     }
 
     /// A date as the relay's API writes it: ISO 8601 in UTC with milliseconds.
@@ -184,4 +189,14 @@ public enum ISO8601Milliseconds {
         let month = mp < 10 ? mp + 3 : mp - 9
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
+}
+
+/// Bytes a `TextOutputStreamable` number writes itself into. The standard library's numbers hand
+/// their digits to `_writeASCII`, whose default makes a `String` of them first.
+private struct ASCIIOutput: TextOutputStream {
+    var bytes: [UInt8] = []
+
+    mutating func write(_ string: String) { bytes.append(contentsOf: string.utf8) }
+
+    mutating func _writeASCII(_ buffer: UnsafeBufferPointer<UInt8>) { bytes.append(contentsOf: buffer) }
 }
