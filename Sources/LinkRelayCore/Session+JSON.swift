@@ -6,7 +6,9 @@ import Foundation
 extension Session {
     /// The stored form: `Codable`'s keys, dates as seconds since 2001.
     public var storedJSON: [UInt8] {
-        var json = JSONObjectWriter(capacity: 768)
+        // Room for the whole object, so that it is written without growing: about 700 bytes, and
+        // about 350 more with a result.
+        var json = JSONObjectWriter(capacity: result == nil ? 768 : 1280)
         json.add("id", id)
         json.add("linkKey", linkKey)
         json.add("channelToken", channelToken)
@@ -33,7 +35,7 @@ extension Session {
 
 extension SessionResult {
     var storedJSON: [UInt8] {
-        var json = JSONObjectWriter()
+        var json = JSONObjectWriter(capacity: 512)
         json.add("outcome", outcome.rawValue)
         json.add("success", success)
         json.add("phoneNumber", phoneNumber)
