@@ -5,11 +5,13 @@
 # tapcost.py (no channel open) this includes what the open channels cost: their events, keep-alives
 # and endings. Prints waiters.py's figures and that CPU on one line.
 #
-#   Benchmarks/loadcost.sh [transport, default sse] [BIN] [--perf]
+#   Benchmarks/loadcost.sh [transport, default sse] [BIN] [--perf | --offcpu]
 #
 # --perf records those 6 s with `perf record --call-graph dwarf` (1,000 Hz) into loadcost.perf.data
-# (perf's own work then adds to the CPU shown). BIN defaults to the release build. N and RATE come
-# from LOADCOST_N (15000) and LOADCOST_RATE (1000). Needs pip install aiohttp uvloop.
+# (perf's own work then adds to the CPU shown). --offcpu records the scheduler's switches instead
+# (offcpu.perf.data) and prints where the relay's threads waited in the kernel (Benchmarks/offcpu.py).
+# BIN defaults to the release build. N and RATE come from LOADCOST_N (15000) and LOADCOST_RATE (1000);
+# LOADCOST_STORE replaces the store (memory, or sqlite:PATH, e.g. on tmpfs). Needs pip install aiohttp uvloop.
 set -euo pipefail
 TRANSPORT=${1:-sse}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +25,7 @@ dir=$(mktemp -d)
 ulimit -n 20000 2>/dev/null || true
 
 (cd "$root" && PROVE_CLIENT_ID=sandbox-client PROVE_CLIENT_SECRET=sandbox-secret exec "$bin" serve --port "$port" \
-    --store "sqlite:$dir/relay.sqlite" --limits off --api-key "$key" --hold 600 >"$dir/relay.log" 2>&1) &
+    --store "${LOADCOST_STORE:-sqlite:$dir/relay.sqlite}" --limits off --api-key "$key" --hold 600 >"$dir/relay.log" 2>&1) &
 relay=$!
 trap 'kill $relay 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.01; done
@@ -39,6 +41,8 @@ taps0=$(taps)
 cpu0=$(cpu)
 if [ "$perf" = --perf ]; then
     perf record -F 1000 --call-graph dwarf,16384 -p "$relay" -o loadcost.perf.data -- sleep 6 >/dev/null 2>&1
+elif [ "$perf" = --offcpu ]; then
+    perf record -e sched:sched_switch -g -a -o offcpu.perf.data -- sleep 6 >/dev/null 2>&1
 else
     sleep 6
 fi
@@ -59,3 +63,4 @@ print(json.dumps({
     "relay_cores": round(cpu / 6, 2),
 }))
 EOF
+[ "$perf" = --offcpu ] && python3 "$root/Benchmarks/offcpu.py" offcpu.perf.data --pid "$relay"
