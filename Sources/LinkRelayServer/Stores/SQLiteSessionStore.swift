@@ -99,7 +99,7 @@ final class SQLiteSessionStore: SessionStore {
         _ = try await connection.query("PRAGMA busy_timeout=5000")
         try await migrate(connection)
         let checkpointer = Checkpointer(
-            connection: connection, thread: checkpointThread, files: try SyncedFiles(paths: [path, path + "-wal"]),
+            connection: connection, thread: checkpointThread, files: SyncedFiles(paths: [path, path + "-wal"]),
             writer: writer)
         return SQLiteSessionStore(
             writer: writer, readers: readers, checkpointer: checkpointer, checkpointInterval: checkpointInterval,
@@ -128,13 +128,13 @@ final class SQLiteSessionStore: SessionStore {
         /// the file only after a copy that reached the WAL's end, so none of the copy below has been synced,
         /// and the `RESTART`'s sync would flush all of it (on this kind of VM, from 5 ms to a quarter of a
         /// second) with every write held. Both files are synced first, here, so it flushes only what came
-        /// since.
+        /// since. Should that fail, the `RESTART` syncs them as before.
         @discardableResult
         func run() async throws -> (walPages: Int, copied: Int) {
             let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first
             let copied = (walPages: row?.column("log")?.integer ?? 0, copied: row?.column("checkpointed")?.integer ?? 0)
             guard copied.walPages >= restartPages else { return copied }
-            try await thread.runIfActive { try files.sync() }
+            try? await thread.runIfActive { files.sync() }
             return try await writer.alone { try $0.restartWAL() }
         }
 
@@ -465,31 +465,27 @@ final class AsyncMutex: Sendable {
     }
 }
 
-/// Files opened only to be synced (`fsync`).
-private struct SyncedFiles: Sendable {
-    private let descriptors: [Int32]
+/// Files opened only to be synced (`fsync`), each at its first sync; one that cannot be opened is left out.
+private final class SyncedFiles: Sendable {
+    private let paths: [String]
+    private let descriptors = Locked<[Int32]?>(nil)
 
-    init(paths: [String]) throws {
-        var descriptors: [Int32] = []
-        for path in paths {
-            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-            guard descriptor >= 0 else {
-                let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-                for opened in descriptors { close(opened) }
-                throw error
-            }
-            descriptors.append(descriptor)
-        }
-        self.descriptors = descriptors
-    }
+    init(paths: [String]) { self.paths = paths }
 
-    func sync() throws {
-        for descriptor in descriptors where fsync(descriptor) != 0 {
-            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+    func sync() {
+        let descriptors = descriptors.withLock { descriptors in
+            if descriptors == nil { descriptors = paths.map { open($0, O_RDONLY | O_CLOEXEC) }.filter { $0 >= 0 } }
+            return descriptors ?? []
         }
+        for descriptor in descriptors { fsync(descriptor) }
     }
 
     /// Only after the file's SQLite connections have closed: closing any descriptor of a database file
     /// drops every POSIX lock the process holds on it, SQLite's own included.
-    func closeAll() { for descriptor in descriptors { close(descriptor) } }
+    func closeAll() {
+        descriptors.withLock { descriptors in
+            for descriptor in descriptors ?? [] { close(descriptor) }
+            descriptors = nil
+        }
+    }
 }
