@@ -121,6 +121,33 @@ struct SQLiteStoreTests {
 }
 
 extension SQLiteStoreTests {
+    /// The relay closes the store in its teardown, which the service group may have cancelled. A
+    /// connection left open keeps the WAL beside the file, and SQLiteNIO stops the process when it goes.
+    @Test("Closing closes every connection, also when the caller is cancelled, and a second close is harmless")
+    func closeFromACancelledTask() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("relay.sqlite").path
+        let store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        let session = Self.session(1)
+        try await store.insert(
+            session, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: session.createdAt))
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"))
+
+        let cancelled = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await store.close()
+        }
+        try await cancelled.value
+        try await store.close()
+        // The last connection to close copies the WAL into the file and removes it.
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+
+        let reopened = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        #expect(try await reopened.session(id: "ses_1") == session)
+        try await reopened.close()
+    }
+
     /// A file written by an earlier relay (schema 1: events in their own table) opens with its sessions
     /// and events intact, and takes new writes.
     @Test("A schema-1 file is upgraded with its sessions and events")

@@ -44,6 +44,7 @@ final class SQLiteSessionStore: SessionStore {
     private let checkpointer: SQLiteConnection
     private let checkpointThread: NIOThreadPool
     private let checkpointing: Task<Void, Never>
+    private let closing = Locked<Task<Void, any Error>?>(nil)
     private let nextReader = Locked(0)
     private let cache = Locked(SessionCache(liveCapacity: liveCapacity, endedCapacity: endedCapacity))
     private let decoder = JSONDecoder()
@@ -295,13 +296,28 @@ final class SQLiteSessionStore: SessionStore {
         }
     }
 
+    /// Closes every connection, also when one fails to close or the caller is cancelled (the service
+    /// group may cancel the teardown that calls this): a connection left open keeps the WAL, and SQLiteNIO
+    /// stops the process when one is dropped unclosed. A second call waits for the first and gets its outcome.
     func close() async throws {
+        let closing = closing.withLock { closing in
+            if closing == nil { closing = Task { try await closeConnections() } }
+            return closing!
+        }
+        try await closing.value
+    }
+
+    private func closeConnections() async throws {
         checkpointing.cancel()
         await checkpointing.value
-        try await checkpointer.close()
-        try await checkpointThread.shutdownGracefully()
-        for reader in readers { try await reader.connection.close() }
-        try await writer.close()
+        var steps: [@Sendable () async throws -> Void] = [checkpointer.close, checkpointThread.shutdownGracefully]
+        steps += readers.map { reader in reader.connection.close }
+        steps.append(writer.close)
+        var failure: (any Error)?
+        for step in steps {
+            do { try await step() } catch { failure = failure ?? error }
+        }
+        if let failure { throw failure }
     }
 
     // MARK: - helpers
