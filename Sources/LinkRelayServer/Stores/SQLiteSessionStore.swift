@@ -18,7 +18,7 @@ import SQLiteNIO
 /// The WAL is copied into the database file (a checkpoint) by a connection on a thread of its own,
 /// every `checkpointInterval`. Left to SQLite, the commit that takes the WAL past 1,000 pages does it,
 /// and that commit, with every write queued behind it, waits for the copy and its two fsyncs. See
-/// `checkpoint()` for how the WAL still starts over.
+/// `Checkpointer.run()` for how the WAL still starts over.
 ///
 /// Sessions are also kept in memory as last committed, with their events: every live one (waiting or
 /// tapped) and the last 2,048 that ended, for one to two rounds of `releaseMemory`. So the reads of a
@@ -41,8 +41,7 @@ final class SQLiteSessionStore: SessionStore {
 
     private let writer: SQLiteWriter
     private let readers: [(connection: SQLiteConnection, lock: AsyncMutex)]
-    private let checkpointer: SQLiteConnection
-    private let checkpointThread: NIOThreadPool
+    private let checkpointer: Checkpointer
     private let checkpointing: Task<Void, Never>
     private let closing = Locked<Task<Void, any Error>?>(nil)
     private let nextReader = Locked(0)
@@ -50,20 +49,19 @@ final class SQLiteSessionStore: SessionStore {
     private let decoder = JSONDecoder()
 
     private init(
-        writer: SQLiteWriter, readers: [SQLiteConnection], checkpointer: SQLiteConnection,
-        checkpointThread: NIOThreadPool, checkpointInterval: Duration?, logger: Logger
+        writer: SQLiteWriter, readers: [SQLiteConnection], checkpointer: Checkpointer, checkpointInterval: Duration?,
+        logger: Logger
     ) {
         self.writer = writer
         self.readers = readers.map { ($0, AsyncMutex()) }
         self.checkpointer = checkpointer
-        self.checkpointThread = checkpointThread
         self.checkpointing = Task {
             guard let checkpointInterval else { return }
             let clock = EventLoopClock()
             var failing = false
             while (try? await clock.sleep(for: checkpointInterval)) != nil {
                 do {
-                    try await Self.checkpoint(checkpointer, writer: writer)
+                    try await checkpointer.run()
                     if failing { logger.notice("SQLite checkpoints work again") }
                     failing = false
                 } catch {
@@ -96,35 +94,50 @@ final class SQLiteSessionStore: SessionStore {
         }
         let checkpointThread = NIOThreadPool(numberOfThreads: 1)
         checkpointThread.start()
-        let checkpointer = try await SQLiteConnection.open(
+        let connection = try await SQLiteConnection.open(
             storage: .file(path: path), threadPool: checkpointThread, logger: logger,
             on: MultiThreadedEventLoopGroup.singleton.any())
-        _ = try await checkpointer.query("PRAGMA busy_timeout=5000")
-        try await migrate(checkpointer)
+        _ = try await connection.query("PRAGMA busy_timeout=5000")
+        try await migrate(connection)
+        let checkpointer = Checkpointer(
+            connection: connection, thread: checkpointThread, files: SyncedFiles(paths: [path, path + "-wal"]),
+            writer: writer)
         return SQLiteSessionStore(
-            writer: writer, readers: readers, checkpointer: checkpointer, checkpointThread: checkpointThread,
-            checkpointInterval: checkpointInterval, logger: logger)
+            writer: writer, readers: readers, checkpointer: checkpointer, checkpointInterval: checkpointInterval,
+            logger: logger)
     }
 
     /// Copies the WAL into the database file; returns the WAL's pages and how many of them are now in the file.
-    ///
-    /// The copy runs while writes go on. But the WAL starts over only at a write that finds all of it
-    /// copied, and under load a write always lands while the copy runs. So once the WAL has
-    /// `restartPages`, writes wait while what was appended meanwhile is copied too, a few milliseconds
-    /// (SQLite's `RESTART`), and the next write starts the WAL over.
     @discardableResult
     func checkpoint() async throws -> (walPages: Int, copied: Int) {
-        try await Self.checkpoint(checkpointer, writer: writer)
+        try await checkpointer.run()
     }
 
-    @discardableResult
-    private static func checkpoint(_ connection: SQLiteConnection, writer: SQLiteWriter) async throws
-        -> (walPages: Int, copied: Int)
-    {
-        let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first
-        let copied = (walPages: row?.column("log")?.integer ?? 0, copied: row?.column("checkpointed")?.integer ?? 0)
-        guard copied.walPages >= restartPages else { return copied }
-        return try await writer.alone { try $0.restartWAL() }
+    /// The checkpoint's connection, on a thread of its own.
+    private struct Checkpointer: Sendable {
+        let connection: SQLiteConnection
+        let thread: NIOThreadPool
+        let files: SyncedFiles
+        let writer: SQLiteWriter
+
+        /// The copy runs while writes go on. But the WAL starts over only at a write that finds all of it
+        /// copied, and under load a write always lands while the copy runs. So once the WAL has
+        /// `restartPages`, writes wait while what was appended meanwhile is copied too (SQLite's
+        /// `RESTART`), and the next write starts the WAL over.
+        ///
+        /// That wait is two syncs: of the WAL before its copy, of the database file after. But SQLite syncs
+        /// the file only after a copy that reached the WAL's end, so none of the copy below has been synced,
+        /// and the `RESTART`'s sync would flush all of it (on this kind of VM, from 5 ms to a quarter of a
+        /// second) with every write held. Both files are synced first, here, so it flushes only what came
+        /// since. Should that fail, the `RESTART` syncs them as before.
+        @discardableResult
+        func run() async throws -> (walPages: Int, copied: Int) {
+            let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first
+            let copied = (walPages: row?.column("log")?.integer ?? 0, copied: row?.column("checkpointed")?.integer ?? 0)
+            guard copied.walPages >= restartPages else { return copied }
+            try? await thread.runIfActive { files.sync() }
+            return try await writer.alone { try $0.restartWAL() }
+        }
     }
 
     /// The schema's versions, in order: each brings the file from the one before. A new file gets them all.
@@ -310,13 +323,16 @@ final class SQLiteSessionStore: SessionStore {
     private func closeConnections() async throws {
         checkpointing.cancel()
         await checkpointing.value
-        var steps: [@Sendable () async throws -> Void] = [checkpointer.close, checkpointThread.shutdownGracefully]
+        var steps: [@Sendable () async throws -> Void] = [
+            checkpointer.connection.close, checkpointer.thread.shutdownGracefully,
+        ]
         steps += readers.map { reader in reader.connection.close }
         steps.append(writer.close)
         var failure: (any Error)?
         for step in steps {
             do { try await step() } catch { failure = failure ?? error }
         }
+        checkpointer.files.closeAll()
         if let failure { throw failure }
     }
 
@@ -460,5 +476,30 @@ final class AsyncMutex: Sendable {
             return state.waiters.removeFirst()
         }
         next?.resume()
+    }
+}
+
+/// Files opened only to be synced (`fsync`), each at its first sync; one that cannot be opened is left out.
+private final class SyncedFiles: Sendable {
+    private let paths: [String]
+    private let descriptors = Locked<[Int32]?>(nil)
+
+    init(paths: [String]) { self.paths = paths }
+
+    func sync() {
+        let descriptors = descriptors.withLock { descriptors in
+            if descriptors == nil { descriptors = paths.map { open($0, O_RDONLY | O_CLOEXEC) }.filter { $0 >= 0 } }
+            return descriptors ?? []
+        }
+        for descriptor in descriptors { fsync(descriptor) }
+    }
+
+    /// Only after the file's SQLite connections have closed: closing any descriptor of a database file
+    /// drops every POSIX lock the process holds on it, SQLite's own included.
+    func closeAll() {
+        descriptors.withLock { descriptors in
+            for descriptor in descriptors ?? [] { close(descriptor) }
+            descriptors = nil
+        }
     }
 }
