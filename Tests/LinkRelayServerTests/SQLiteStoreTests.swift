@@ -148,6 +148,28 @@ extension SQLiteStoreTests {
         try await reopened.close()
     }
 
+    /// `--store sqlite:PATH` naming another program's database: the relay says why it cannot start.
+    @Test("A file whose tables are another program's fails to open, its tables and rows as they were")
+    func foreignFileFailsToOpen() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("other.sqlite").path
+        let other = try await SQLiteConnection.open(storage: .file(path: path))
+        _ = try await other.query("CREATE TABLE sessions (name TEXT)")
+        _ = try await other.query("INSERT INTO sessions VALUES ('kept')")
+        try await other.close()
+
+        await #expect(throws: (any Error).self) {
+            try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        }
+        let check = try await SQLiteConnection.open(storage: .file(path: path))
+        let rows = try await check.query("SELECT name FROM sessions")
+        let tables = try await check.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        try await check.close()
+        #expect(rows.map { $0.column("name")?.string } == ["kept"])
+        #expect(tables.map { $0.column("name")?.string } == ["sessions"])
+    }
+
     /// A file written by an earlier relay (schema 1: events in their own table) opens with its sessions
     /// and events intact, and takes new writes.
     @Test("A schema-1 file is upgraded with its sessions and events")

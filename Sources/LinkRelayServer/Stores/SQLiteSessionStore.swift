@@ -86,25 +86,36 @@ final class SQLiteSessionStore: SessionStore {
                 "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
                 "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)",
             ])
-        var readers: [SQLiteConnection] = []
-        for _ in 0..<readerCount {
-            let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-            _ = try await reader.query("PRAGMA busy_timeout=5000")
-            readers.append(reader)
-        }
         let checkpointThread = NIOThreadPool(numberOfThreads: 1)
         checkpointThread.start()
-        let connection = try await SQLiteConnection.open(
-            storage: .file(path: path), threadPool: checkpointThread, logger: logger,
-            on: MultiThreadedEventLoopGroup.singleton.any())
-        _ = try await connection.query("PRAGMA busy_timeout=5000")
-        try await migrate(connection)
-        let checkpointer = Checkpointer(
-            connection: connection, thread: checkpointThread, files: SyncedFiles(paths: [path, path + "-wal"]),
-            writer: writer)
-        return SQLiteSessionStore(
-            writer: writer, readers: readers, checkpointer: checkpointer, checkpointInterval: checkpointInterval,
-            logger: logger)
+        var readers: [SQLiteConnection] = []
+        var connection: SQLiteConnection?
+        do {
+            for _ in 0..<readerCount {
+                readers.append(try await SQLiteConnection.open(storage: .file(path: path), logger: logger))
+                _ = try await readers.last?.query("PRAGMA busy_timeout=5000")
+            }
+            let checkpointing = try await SQLiteConnection.open(
+                storage: .file(path: path), threadPool: checkpointThread, logger: logger,
+                on: MultiThreadedEventLoopGroup.singleton.any())
+            connection = checkpointing
+            _ = try await checkpointing.query("PRAGMA busy_timeout=5000")
+            try await migrate(checkpointing)
+            let checkpointer = Checkpointer(
+                connection: checkpointing, thread: checkpointThread,
+                files: SyncedFiles(paths: [path, path + "-wal"]), writer: writer)
+            return SQLiteSessionStore(
+                writer: writer, readers: readers, checkpointer: checkpointer, checkpointInterval: checkpointInterval,
+                logger: logger)
+        } catch {
+            // E.g. a file with tables of another program's. What was opened is closed: SQLiteNIO stops the
+            // process when a connection is dropped unclosed.
+            for reader in readers { try? await reader.close() }
+            try? await connection?.close()
+            try? await writer.close()
+            try? await checkpointThread.shutdownGracefully()
+            throw error
+        }
     }
 
     /// Copies the WAL into the database file; returns the WAL's pages and how many of them are now in the file.
@@ -170,13 +181,16 @@ final class SQLiteSessionStore: SessionStore {
 
     /// Creates or upgrades the schema, one version per transaction; safe to run on every start.
     private static func migrate(_ connection: SQLiteConnection) async throws {
-        _ = try await connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        let current =
-            try await connection.query("SELECT MAX(version) AS v FROM schema_version").first?
-            .column("v")?.integer ?? 0
+        // The version table comes with the first version, so a file that fails it is left as it was.
+        var current = 0
+        if try await !connection.query("SELECT 1 FROM sqlite_master WHERE name = 'schema_version'").isEmpty {
+            let row = try await connection.query("SELECT MAX(version) AS v FROM schema_version").first
+            current = row?.column("v")?.integer ?? 0
+        }
         for (index, statements) in migrations.enumerated() where index + 1 > current {
             _ = try await connection.query("BEGIN IMMEDIATE")
             do {
+                _ = try await connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
                 for statement in statements { _ = try await connection.query(statement) }
                 _ = try await connection.query("INSERT INTO schema_version (version) VALUES (?)", [.integer(index + 1)])
                 _ = try await connection.query("COMMIT")
