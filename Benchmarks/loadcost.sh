@@ -3,7 +3,8 @@
 # one transport tapped at RATE a second (Benchmarks/waiters.py, taps from 127.0.0.2), and the relay's
 # CPU time (user + system, /proc/PID/stat) over 6 s of the taps, counted by /metrics. Unlike
 # tapcost.py (no channel open) this includes what the open channels cost: their events, keep-alives
-# and endings. Prints waiters.py's figures and that CPU on one line.
+# and endings. Prints waiters.py's figures, that CPU and what the relay read from and wrote to the disk
+# in those 6 s (/proc/PID/io: a read means the kernel had dropped a page of the store's files) on one line.
 #
 #   Benchmarks/loadcost.sh [transport, default sse] [BIN] [--perf | --offcpu]
 #
@@ -36,9 +37,12 @@ waiters=$!
 
 taps() { curl -s "http://127.0.0.1:$port/metrics" | awk '/^linkrelay_landings_total.*accepted/ {print $2}'; }
 cpu() { awk '{print $14 + $15}' "/proc/$relay/stat"; }
+disk() { awk -v f="$1" '$1 == f ":" {print $2}' "/proc/$relay/io"; }
 until [ "$(taps)" -ge 500 ] 2>/dev/null; do sleep 0.05; done  # past the first taps' start
 taps0=$(taps)
 cpu0=$(cpu)
+read0=$(disk read_bytes)
+write0=$(disk write_bytes)
 if [ "$perf" = --perf ]; then
     perf record -F 1000 --call-graph dwarf,16384 -p "$relay" -o loadcost.perf.data -- sleep 6 >/dev/null 2>&1
 elif [ "$perf" = --offcpu ]; then
@@ -48,19 +52,23 @@ else
 fi
 cpu1=$(cpu)
 taps1=$(taps)
+read1=$(disk read_bytes)
+write1=$(disk write_bytes)
 wait "$waiters" || true
 
-python3 - "$dir/waiters.out" "$((taps1 - taps0))" "$((cpu1 - cpu0))" "$(getconf CLK_TCK)" <<'EOF'
+python3 - "$dir/waiters.out" "$((taps1 - taps0))" "$((cpu1 - cpu0))" "$(getconf CLK_TCK)" \
+    "$((read1 - read0))" "$((write1 - write0))" <<'EOF'
 import json, sys
 lines = [l for l in open(sys.argv[1]) if l.startswith("{")]
 r = json.loads(lines[-1]) if lines else {}
-taps, ticks, hz = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+taps, ticks, hz, read, written = (int(a) for a in sys.argv[2:7])
 cpu = ticks / hz
 print(json.dumps({
     "transport": r.get("transport"), "n": r.get("n"), "failed": r.get("failed"),
     "kib_per_waiter": r.get("kib_per_waiter"), "tapped_ms": r.get("tapped_ms"), "result_ms": r.get("result_ms"),
     "taps_measured": taps, "relay_cpu_ms_per_tap": round(cpu * 1000 / max(1, taps), 3),
     "relay_cores": round(cpu / 6, 2),
+    "disk_read_kib": read // 1024, "disk_written_kib": written // 1024,
 }))
 EOF
 [ "$perf" = --offcpu ] && python3 "$root/Benchmarks/offcpu.py" offcpu.perf.data --pid "$relay"
