@@ -346,8 +346,8 @@ final class SQLiteSessionStore: SessionStore {
         for step in steps {
             do { try await step() } catch { failure = failure ?? error }
         }
+        if let failure { throw failure }  // the sync's files stay open: closing them would drop SQLite's locks
         checkpointer.files.closeAll()
-        if let failure { throw failure }
     }
 
     // MARK: - helpers
