@@ -89,20 +89,20 @@ final class SQLiteSessionStore: SessionStore {
         let checkpointThread = NIOThreadPool(numberOfThreads: 1)
         checkpointThread.start()
         var readers: [SQLiteConnection] = []
-        var connection: SQLiteConnection?
+        var checkpointConnection: SQLiteConnection?
         do {
             for _ in 0..<readerCount {
                 readers.append(try await SQLiteConnection.open(storage: .file(path: path), logger: logger))
                 _ = try await readers.last?.query("PRAGMA busy_timeout=5000")
             }
-            let checkpointing = try await SQLiteConnection.open(
+            let connection = try await SQLiteConnection.open(
                 storage: .file(path: path), threadPool: checkpointThread, logger: logger,
                 on: MultiThreadedEventLoopGroup.singleton.any())
-            connection = checkpointing
-            _ = try await checkpointing.query("PRAGMA busy_timeout=5000")
-            try await migrate(checkpointing)
+            checkpointConnection = connection
+            _ = try await connection.query("PRAGMA busy_timeout=5000")
+            try await migrate(connection)
             let checkpointer = Checkpointer(
-                connection: checkpointing, thread: checkpointThread,
+                connection: connection, thread: checkpointThread,
                 files: SyncedFiles(paths: [path, path + "-wal"]), writer: writer)
             return SQLiteSessionStore(
                 writer: writer, readers: readers, checkpointer: checkpointer, checkpointInterval: checkpointInterval,
@@ -111,7 +111,7 @@ final class SQLiteSessionStore: SessionStore {
             // E.g. a file with tables of another program's. What was opened is closed: SQLiteNIO stops the
             // process when a connection is dropped unclosed.
             for reader in readers { try? await reader.close() }
-            try? await connection?.close()
+            try? await checkpointConnection?.close()
             try? await writer.close()
             try? await checkpointThread.shutdownGracefully()
             throw error
