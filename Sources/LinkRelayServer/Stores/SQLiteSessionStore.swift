@@ -110,10 +110,7 @@ final class SQLiteSessionStore: SessionStore {
         } catch {
             // E.g. a file with tables of another program's. What was opened is closed: SQLiteNIO stops the
             // process when a connection is dropped unclosed.
-            for reader in readers { try? await reader.close() }
-            try? await checkpointConnection?.close()
-            try? await writer.close()
-            try? await checkpointThread.shutdownGracefully()
+            try? await closeAll([checkpointConnection].compactMap { $0 } + readers, checkpointThread, writer)
             throw error
         }
     }
@@ -337,17 +334,24 @@ final class SQLiteSessionStore: SessionStore {
     private func closeConnections() async throws {
         checkpointing.cancel()
         await checkpointing.value
-        var steps: [@Sendable () async throws -> Void] = [
-            checkpointer.connection.close, checkpointer.thread.shutdownGracefully,
-        ]
-        steps += readers.map { reader in reader.connection.close }
-        steps.append(writer.close)
+        // Should one fail, the sync's files stay open: closing them would drop that connection's locks.
+        try await Self.closeAll(
+            [checkpointer.connection] + readers.map(\.connection), checkpointer.thread, writer)
+        checkpointer.files.closeAll()
+    }
+
+    /// Closes the connections, then `thread` (the checkpoint's), then the writer, each whatever the others
+    /// did; throws the first failure.
+    private static func closeAll(
+        _ connections: [SQLiteConnection], _ thread: NIOThreadPool, _ writer: SQLiteWriter
+    ) async throws {
+        var steps: [@Sendable () async throws -> Void] = connections.map { $0.close }
+        steps += [thread.shutdownGracefully, writer.close]
         var failure: (any Error)?
         for step in steps {
             do { try await step() } catch { failure = failure ?? error }
         }
-        if let failure { throw failure }  // the sync's files stay open: closing them would drop SQLite's locks
-        checkpointer.files.closeAll()
+        if let failure { throw failure }
     }
 
     // MARK: - helpers
