@@ -16,10 +16,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
-        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
-        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
@@ -28,9 +26,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
+        // The domain, Foundation only: an app can check a redirect with it exactly as the relay does.
+        .target(name: "LinkRelayCore", swiftSettings: swiftSettings),
+        // What the server needs that is not the domain: limits, breaker, client addresses, JSON writer, locks.
         .target(
-            name: "LinkRelayCore",
-            dependencies: [],
+            name: "LinkRelaySupport",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -46,7 +47,6 @@ let package = Package(
         .target(
             name: "ProveSandbox",
             dependencies: [
-                "LinkRelayCore",
                 "ProveAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -59,25 +59,21 @@ let package = Package(
             name: "LinkRelayServer",
             dependencies: [
                 "LinkRelayCore",
+                "LinkRelaySupport",
                 "ProveAPI",
                 "ProveSandbox",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "SQLiteNIO", package: "sqlite-nio"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -85,12 +81,23 @@ let package = Package(
         .executableTarget(
             name: "linkrelay",
             dependencies: [
-                "LinkRelayServer",
                 "LinkRelayCore",
+                "LinkRelayServer",
+                "ProveSandbox",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // What two or more test targets use: a manual clock, a log capture, a scripted Prove.
+        .target(
+            name: "LinkRelayTestSupport",
+            dependencies: [
+                "LinkRelayCore", "LinkRelaySupport", "ProveAPI", .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/LinkRelayTestSupport",
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -99,10 +106,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "LinkRelaySupportTests",
+            dependencies: ["LinkRelaySupport", "LinkRelayTestSupport", "LinkRelayCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "ProveAPITests",
             dependencies: [
                 "ProveAPI",
                 "ProveSandbox",
+                "LinkRelayTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -115,6 +128,7 @@ let package = Package(
             dependencies: [
                 "ProveSandbox",
                 "ProveAPI",
+                "LinkRelayTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -126,15 +140,20 @@ let package = Package(
             dependencies: [
                 "LinkRelayServer",
                 "LinkRelayCore",
+                "LinkRelaySupport",
+                "LinkRelayTestSupport",
                 "ProveAPI",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                "ProveSandbox",
                 .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

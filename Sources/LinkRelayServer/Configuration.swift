@@ -1,5 +1,6 @@
 import Foundation
 import LinkRelayCore
+import LinkRelaySupport
 import ProveAPI
 import ProveSandbox
 

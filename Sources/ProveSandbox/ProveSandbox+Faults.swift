@@ -136,10 +136,10 @@ extension ProveSandbox {
 
 extension ProveSandbox {
     /// Applies the fault of `endpoint`, if any: waits its latency, then returns the faulted response, or `nil`
-    /// to answer normally.
-    nonisolated func faultedResponse(
-        _ endpoint: SandboxEndpoint, request: Request, context: some RequestContext
-    ) async -> Response? {
+    /// to answer normally. A `hang` is held through `hold` (see `respond`).
+    nonisolated func faulted(
+        _ endpoint: SandboxEndpoint, hold: (@Sendable () async -> Void) async -> Void
+    ) async -> SandboxResponse? {
         guard let decision = await faultDecision(for: endpoint) else { return nil }
         if let latency = decision.latency {
             // Cut short when the server shuts down (it waits for requests in progress): then answer at once.
@@ -149,48 +149,42 @@ extension ProveSandbox {
         case nil:
             return nil
         case .status(let status, let retryAfter):
-            return SandboxReply.faultError(status, retryAfter: retryAfter).response
+            return .reply(.faultError(status, retryAfter: retryAfter))
         case .malformed:
-            return SandboxReply.malformed(endpoint).response
+            return .reply(.malformed(endpoint))
         case .drop:
-            return Self.droppedConnection(context)
+            return .dropConnection
         case .hang:
-            await hang(request, key: decision.key)
-            return Self.droppedConnection(context)
+            let key = decision.key
+            await hold { await self.hang(key: key) }
+            return .dropConnection
         }
     }
 
-    /// Holds a request without answering until the client disconnects, the task is cancelled, the server shuts
-    /// down gracefully, the fault is cleared or replaced (or ``releaseHangs()``), or ``maxHang`` passes.
+    /// Holds a request without answering until its task is cancelled (the server's way to say the client
+    /// left), the server shuts down gracefully, the fault is cleared or replaced (or ``releaseHangs()``),
+    /// or ``maxHang`` passes.
     ///
-    /// Hummingbird does not cancel a handler when its client disconnects: nobody reads the connection while the
-    /// handler runs. `RequestBody.consumeWithCancellationOnInboundClose` reads it and cancels the operation when
-    /// the inbound side closes. It needs the request body as the server delivered it (no middleware may replace
-    /// it). The operation first drains the body, so reading never stalls on back-pressure.
-    ///
-    /// A graceful shutdown waits for requests in progress, and so for a hang; connection tasks inherit the
-    /// service group's graceful-shutdown handler, so the hang ends when the shutdown begins.
-    private nonisolated func hang(_ request: Request, key: String) async {
+    /// A graceful shutdown waits for requests in progress, and so for a hang; Hummingbird's connection tasks
+    /// inherit the service group's graceful-shutdown handler, so the hang ends when the shutdown begins.
+    private nonisolated func hang(key: String) async {
         let (released, release) = AsyncStream<Void>.makeStream()
         let id = await beginHang(key: key, release: release)
-        _ = try? await request.body.consumeWithCancellationOnInboundClose { body in
-            for try await _ in body {}
-            await withGracefulShutdownHandler {
-                await withTaskGroup(of: Void.self) { group in
-                    group.addTask { try? await Task.sleep(for: Self.maxHang) }
-                    group.addTask { for await _ in released {} }
-                    await group.next()
-                    group.cancelAll()
-                }
-            } onGracefulShutdown: {
-                release.finish()
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { try? await Task.sleep(for: Self.maxHang) }
+                group.addTask { for await _ in released {} }
+                await group.next()
+                group.cancelAll()
             }
+        } onGracefulShutdown: {
+            release.finish()
         }
         await endHang(id)
     }
 
     /// A response that is never sent: the connection closes instead. When the context hands over its
-    /// connection (``ConnectionRequestContext``, as the relay's and the standalone sandbox's do), the
+    /// connection (``ConnectionRequestContext``, as the standalone sandbox's does), the
     /// connection is closed outright, before anything is written. Otherwise this cancels the task that
     /// serves the connection: Hummingbird then closes the channel's input, and the response's first
     /// write fails with `CancellationError` (NIO's async writer refuses writes from a cancelled task).

@@ -1,5 +1,4 @@
 import Foundation
-import LinkRelayCore
 import ProveAPI
 
 /// A simulator of Prove's v3 sandbox: OAuth2 token, Unify (desktop Instant Link, customer-supplied possession)
@@ -545,7 +544,9 @@ public actor ProveSandbox {
 
     /// `bytes` random bytes in unpadded base64url.
     static func randomBase64URL(bytes: Int) -> String {
-        let urlSafe = Data(Secrets.randomBytes(bytes)).base64EncodedString().utf8.compactMap { byte -> UInt8? in
+        var generator = SystemRandomNumberGenerator()
+        let random = (0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        let urlSafe = Data(random).base64EncodedString().utf8.compactMap { byte -> UInt8? in
             switch byte {
             case UInt8(ascii: "+"): UInt8(ascii: "-")
             case UInt8(ascii: "/"): UInt8(ascii: "_")

@@ -5,13 +5,13 @@ import NIOCore
 import ProveAPI
 
 /// An HTTP reply of the simulator, independent of the web framework.
-struct SandboxReply: Sendable {
-    var status: Int
-    var contentType: String?
-    var body: [UInt8]
-    var location: String?
+public struct SandboxReply: Sendable {
+    public var status: Int
+    public var contentType: String?
+    public var body: [UInt8]
+    public var location: String?
     /// Seconds for a `Retry-After` header.
-    var retryAfter: Int? = nil
+    public var retryAfter: Int? = nil
 
     static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
@@ -71,56 +71,30 @@ enum SandboxAnswer<Body: Encodable & Sendable>: Sendable {
 }
 
 extension ProveSandbox {
-    /// Mounts the simulator: `POST /sandbox/prove/token`, `POST /sandbox/prove/v3/{unify, unify-status,
-    /// unify-bind, start, validate, challenge, complete}`, `GET /sandbox/outbox?phoneNumber=N` and
-    /// `GET /sandbox/link/{id}` (the Instant Link page; `?decline=1` declines).
-    ///
-    /// And the fault controls (see ``SandboxFault``): `GET /sandbox/faults` → 200 ``SandboxFaultList``;
-    /// `PUT /sandbox/faults/{endpoint}` with a JSON ``SandboxFault`` or spec items (`error=0.5,status=503`)
-    /// → 204; `DELETE /sandbox/faults/{endpoint}` and `DELETE /sandbox/faults` (all) → 204. `{endpoint}` is a
-    /// ``SandboxEndpoint`` name, `*` for all. Bad input → 400 `{"error": "…"}`.
+    /// Mounts the simulator on a Hummingbird router (the standalone `linkrelay sandbox`, and tests): every
+    /// request under `/sandbox/` goes to ``respond(method:path:query:authorization:body:hold:)``; a path
+    /// that is none of its routes is a 404.
     public nonisolated func addRoutes<Context: RequestContext>(to router: Router<Context>) {
-        router.post("/sandbox/prove/token") { request, context -> Response in
-            if let faulted = await self.faultedResponse(.token, request: request, context: context) { return faulted }
-            let body = await Self.collectBody(request)
-            return await self.token(form: body).response
-        }
-        for endpoint in APIEndpoint.allCases {
-            router.post("/sandbox/prove/v3/\(endpoint.rawValue)") { request, context -> Response in
-                if let faulted = await self.faultedResponse(endpoint.faultEndpoint, request: request, context: context)
-                {
-                    return faulted
+        for method in [HTTPRequest.Method.get, .post, .put, .delete] {
+            router.on("/sandbox/**", method: method) { request, context -> Response in
+                let response = await self.respond(
+                    method: method.rawValue, path: request.uri.path, query: request.uri.query,
+                    authorization: request.headers[.authorization], body: { await Self.collectBody(request) },
+                    hold: { wait in
+                        // Hummingbird does not cancel a handler when its client disconnects (nobody reads the
+                        // connection meanwhile); this reads it, and cancels `wait` when the inbound side closes.
+                        // It needs the body as the server delivered it: a hang answers before it is read.
+                        _ = try? await request.body.consumeWithCancellationOnInboundClose { body in
+                            for try await _ in body {}
+                            await wait()
+                        }
+                    })
+                switch response {
+                case nil: return Response(status: .notFound)
+                case .reply(let reply): return reply.response
+                case .dropConnection: return Self.droppedConnection(context)
                 }
-                let authorization = request.headers[.authorization]
-                let body = await Self.collectBody(request)
-                return await self.handle(endpoint, authorization: authorization, body: body).response
             }
-        }
-        router.get("/sandbox/outbox") { request, _ -> Response in
-            // A `+` in a query string may arrive decoded as a space.
-            let phone = request.uri.queryParameters.get("phoneNumber")?
-                .replacingOccurrences(of: " ", with: "+")
-            return await self.outboxReply(phoneNumber: phone?.isEmpty == false ? phone : nil).response
-        }
-        router.get("/sandbox/link/{id}") { request, context -> Response in
-            let id = context.parameters.get("id") ?? ""
-            let decline = request.uri.queryParameters.get("decline") == "1"
-            return await self.openLink(id: id, decline: decline).response
-        }
-        router.get("/sandbox/faults") { _, _ -> Response in
-            await self.faultListReply().response
-        }
-        router.put("/sandbox/faults/{endpoint}") { request, context -> Response in
-            let endpoint = context.parameters.get("endpoint") ?? ""
-            let body = await Self.collectBody(request)
-            return await self.putFaultReply(endpoint: endpoint, body: body).response
-        }
-        router.delete("/sandbox/faults/{endpoint}") { _, context -> Response in
-            await self.deleteFaultReply(endpoint: context.parameters.get("endpoint") ?? "").response
-        }
-        router.delete("/sandbox/faults") { _, _ -> Response in
-            await self.clearFaults()
-            return SandboxReply.noContent.response
         }
     }
 

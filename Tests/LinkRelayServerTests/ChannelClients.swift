@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Dispatch
 import Foundation
 import LinkRelayCore
+import LinkRelaySupport
 import Logging
 import NIOCore
 import NIOWebSocket

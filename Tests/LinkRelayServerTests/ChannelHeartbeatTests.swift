@@ -1,5 +1,7 @@
 import Foundation
 import LinkRelayCore
+import LinkRelaySupport
+import LinkRelayTestSupport
 import Testing
 
 @testable import LinkRelayServer

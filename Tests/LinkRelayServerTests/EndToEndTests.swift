@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import LinkRelayCore
+import LinkRelayTestSupport
 import Testing
 
 @testable import LinkRelayServer

@@ -1,5 +1,6 @@
 import Foundation
 import LinkRelayCore
+import LinkRelaySupport
 import Testing
 
 @testable import LinkRelayServer
@@ -72,7 +73,7 @@ struct HandWrittenJSONTests {
         for event in Self.events {
             #expect(
                 String(decoding: event.wireJSON, as: UTF8.self)
-                    == String(decoding: RelayJSON.data(event), as: UTF8.self))
+                    == String(decoding: RelayJSON.encode(event), as: UTF8.self))
         }
     }
 
@@ -88,7 +89,8 @@ struct HandWrittenJSONTests {
             #expect(
                 String(decoding: SessionEvent.pollAnswerJSON(events, after: after, done: done), as: UTF8.self)
                     == String(
-                        decoding: RelayJSON.data(PollAnswer(events: events, after: after, done: done)), as: UTF8.self))
+                        decoding: RelayJSON.encode(PollAnswer(events: events, after: after, done: done)), as: UTF8.self)
+            )
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import LinkRelayCore
+import LinkRelayTestSupport
 import Testing
 
 /// Each rate and connection limit trips at its configured number with a bare 429 that changes

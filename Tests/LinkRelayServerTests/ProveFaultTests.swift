@@ -1,5 +1,6 @@
 import Foundation
 import LinkRelayCore
+import LinkRelayTestSupport
 import ProveSandbox
 import Testing
 

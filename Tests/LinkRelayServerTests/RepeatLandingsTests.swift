@@ -1,6 +1,5 @@
 import Foundation
 import LinkRelayCore
-import NIOCore
 import Testing
 
 @testable import LinkRelayServer
@@ -25,17 +24,15 @@ struct RepeatLandingsTests {
 
     @Test("The oldest goes first when the table is full; only the authIds seen are answered")
     func capacity() {
-        let page = Page(status: .ok, headers: Pages.htmlHeaders(), body: ByteBuffer(string: "final"))
-        let landings = RepeatLandings(
-            final: page, rejected: page, busy: page, strictTransportSecurity: false, capacity: 2)
+        let landings = RepeatLandings(capacity: 2)
         let sessions = (1...3).map(Self.ended)
         for session in sessions { landings.remember(session) }
         landings.remember(sessions[1])  // again: no second place
         func known(_ session: Session, _ authId: String = Self.authId) -> Bool {
-            landings.answer(key: session.linkKey, query: "asc=true&authId=\(authId)") != nil
+            landings.ended(key: session.linkKey, authId: authId) != nil
         }
         #expect(sessions.map { known($0) } == [false, true, true])
         #expect(!known(sessions[2], "3f2504e0-4f89-41d3-9a0c-0305e82c3302"), "another authId goes to the controller")
-        #expect(landings.answer(key: sessions[2].linkKey, query: "asc=maybe&authId=\(Self.authId)") == nil)
+        #expect(landings.ended(key: sessions[2].linkKey, authId: Self.authId) == false, "not turned down")
     }
 }

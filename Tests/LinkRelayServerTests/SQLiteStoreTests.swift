@@ -1,5 +1,6 @@
 import Foundation
 import LinkRelayCore
+import LinkRelaySupport
 import Logging
 import SQLiteNIO
 import Testing

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import LinkRelayCore
+import LinkRelaySupport
 import Logging
 import NIOPosix
 import SQLiteNIO

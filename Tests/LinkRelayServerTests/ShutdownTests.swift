@@ -20,7 +20,8 @@ struct ShutdownTests {
         let logger = Logger(label: "test.drain")
         let group = ServiceGroup(
             configuration: .init(
-                services: [Drain(hub: hub, draining: draining, timeout: timeout, logger: logger)], logger: logger))
+                services: [Drain(hub: hub, draining: draining, sandbox: nil, timeout: timeout, logger: logger)],
+                logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             try await body(hub, draining, group)

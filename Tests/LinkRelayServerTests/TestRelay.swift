@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import LinkRelayCore
+import LinkRelaySupport
 import Logging
 import NIOCore
 import NIOHTTP1

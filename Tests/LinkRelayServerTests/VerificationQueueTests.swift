@@ -1,4 +1,5 @@
 import LinkRelayCore
+import LinkRelaySupport
 import Testing
 
 @testable import LinkRelayServer

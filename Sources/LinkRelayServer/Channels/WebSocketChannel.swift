@@ -1,6 +1,8 @@
+import Crypto
 import Foundation
 import LinkRelayCore
 import NIOCore
+import NIOHTTP1
 import NIOWebSocket
 
 /// A desktop's WebSocket channel, on the event loop. It sends each event as a text message and closes
@@ -35,6 +37,45 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
         self.services = services
         self.admission = admission
         self.slot = slot
+    }
+
+    /// Answers the handshake with 101 and turns the connection into a WebSocket: NIO's frame codec and a
+    /// `WebSocketChannelHandler` take the place of the HTTP handlers and of `frontDoor`, the handler of
+    /// `context`.
+    static func upgrade(
+        key: String, _ admission: ChannelAdmission, _ slot: ChannelSlot, services: ChannelServices,
+        context: ChannelHandlerContext
+    ) {
+        let accept = Data(Insecure.SHA1.hash(data: Data((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8)))
+        let headers: HTTPHeaders = [
+            "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Accept": accept.base64EncodedString(),
+        ]
+        let head = services.writer.head(.switchingProtocols, headers, contentLength: nil)
+        context.writeAndFlush(NIOAny(HTTPServerResponsePart.head(head)), promise: nil)
+        do {
+            let pipeline = context.pipeline.syncOperations
+            try pipeline.addHandlers(
+                [
+                    WebSocketFrameEncoder(),
+                    ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: maximumMessageSize)),
+                    WebSocketProtocolErrorHandler(),
+                    WebSocketChannelHandler(services: services, admission: admission, slot: slot),
+                ], position: .after(context.handler))
+            pipeline.removeHandler(context: context, promise: nil)
+            pipeline.removeHandler(try pipeline.handler(type: IdleStateHandler.self), promise: nil)
+            pipeline.removeHandler(try pipeline.handler(type: HTTPServerProtocolErrorHandler.self), promise: nil)
+            pipeline.removeHandler(try pipeline.handler(type: HTTPServerPipelineHandler.self), promise: nil)
+            if let upgrades = try? pipeline.handler(type: HTTPServerUpgradeHandler.self) {
+                pipeline.removeHandler(upgrades, promise: nil)
+            }
+            pipeline.removeHandler(try pipeline.handler(type: HTTPResponseEncoder.self), promise: nil)
+            // Last, so that what the client sent after its request reaches the frame decoder.
+            pipeline.removeHandler(
+                try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self), promise: nil)
+        } catch {
+            slot.release()
+            context.close(promise: nil)
+        }
     }
 
     func handlerAdded(context: ChannelHandlerContext) {

@@ -1,4 +1,5 @@
 import LinkRelayCore
+import LinkRelaySupport
 
 /// Sessions in this process's memory only: for tests and throw-away runs. A restart loses everything.
 final class MemorySessionStore: SessionStore {

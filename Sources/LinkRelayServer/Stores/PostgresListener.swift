@@ -1,4 +1,5 @@
 import LinkRelayCore
+import LinkRelaySupport
 import Logging
 import PostgresNIO
 import ServiceLifecycle

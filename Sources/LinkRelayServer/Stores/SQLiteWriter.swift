@@ -1,4 +1,5 @@
 import LinkRelayCore
+import LinkRelaySupport
 import NIOPosix
 import SQLiteNIO
 import VaporCSQLite

@@ -1,0 +1,3 @@
+public enum StoreError: Error, Sendable, Equatable {
+    case duplicateIdempotencyKey
+}

@@ -1,0 +1,79 @@
+import Foundation
+import LinkRelayCore
+import NIOHTTP1
+
+/// The desktop channels' routes: `GET /v1/sessions/{id}/events|poll|ws` and the CORS preflight.
+///
+/// A channel's request passes the gate (`ChannelGate`) and the connection limits, then the connection
+/// becomes the channel's: `FrontDoor` answers on its event loop, through `HTTPChannel` (SSE, long-poll)
+/// or a `WebSocketChannelHandler`. A waiting channel so costs its socket and a few handlers, not a task.
+struct ChannelsController: Sendable {
+    let gate: ChannelGate
+    let limits: RequestLimits
+
+    /// What a channel's request turns into, once checked.
+    enum Opening: Sendable {
+        /// Refused (or a plain GET on `/ws`): this answer. `closes`: the request asked for an upgrade, and
+        /// NIO's decoder reads nothing after one, so the connection ends with the answer.
+        case refused(Answer, closes: Bool)
+        case webSocket(key: String, ChannelAdmission, ChannelSlot)
+        case stream(ChannelTransport, ChannelAdmission, ChannelSlot)
+    }
+
+    /// The handler of a channel route of `transport`.
+    func open(_ transport: ChannelTransport) -> @Sendable (RelayRequest) throws -> Reply {
+        { request in
+            .channel(ChannelRequest(sessionID: String(request.parameters[0]), transport: transport, request: request))
+        }
+    }
+
+    /// Checks `channel` and hands `opened` what it becomes (from any thread).
+    func admit(_ channel: ChannelRequest, opened: @escaping @Sendable (Opening) -> Void) {
+        gate.admit(channel) { verdict in opened(opening(channel, verdict)) }
+    }
+
+    private func opening(_ channel: ChannelRequest, _ verdict: ChannelGate.Verdict) -> Opening {
+        let request = channel.request
+        let upgrading = request.headers.contains(name: "Upgrade")
+        let admission: ChannelAdmission
+        switch verdict {
+        case .failure(let problem): return .refused(problem.answer, closes: upgrading)
+        case .success(let admitted): admission = admitted
+        }
+        let webSocketKey = channel.transport == .websocket ? Self.webSocketKey(request.headers) : nil
+        if channel.transport == .websocket, webSocketKey == nil {
+            let problem = Problem(
+                status: .upgradeRequired, title: "Upgrade Required", detail: "Open this URL as a WebSocket.",
+                headers: ["Upgrade": "websocket"])
+            return .refused(problem.answer, closes: upgrading)
+        }
+        guard let slot = limits.openChannel(sessionID: admission.session.id, client: limits.client(request)) else {
+            return .refused(.tooManyRequests, closes: upgrading)
+        }
+        if let webSocketKey { return .webSocket(key: webSocketKey, admission, slot) }
+        return .stream(channel.transport, admission, slot)
+    }
+
+    /// The client's key, when the request is a WebSocket handshake this relay speaks (RFC 6455 §4.2.1).
+    private static func webSocketKey(_ headers: HTTPHeaders) -> String? {
+        guard headers.first(name: "Upgrade")?.lowercased() == "websocket",
+            headers[canonicalForm: "Connection"].contains(where: { $0.lowercased() == "upgrade" }),
+            headers.first(name: "Sec-WebSocket-Version") == "13", let key = headers.first(name: "Sec-WebSocket-Key"),
+            Data(base64Encoded: key)?.count == 16
+        else { return nil }
+        return key
+    }
+
+    /// `OPTIONS …/events|poll`: CORS for allowed origins only.
+    func preflight(_ request: RelayRequest) throws -> Reply {
+        let origin = request.headers.first(name: "Origin")
+        guard let origin, gate.allowedOrigins.contains(origin) else {
+            throw Problem.forbidden("This origin may not open channels.")
+        }
+        var headers = gate.corsHeaders(origin)
+        headers.add(name: "Access-Control-Allow-Methods", value: "GET, OPTIONS")
+        headers.add(name: "Access-Control-Allow-Headers", value: "Authorization, Last-Event-ID")
+        headers.add(name: "Access-Control-Max-Age", value: "600")
+        return .now(Answer(status: .noContent, headers: headers))
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import LinkRelayCore
+import LinkRelaySupport
+import ProveSandbox
+
+/// The sandbox demo: `/` starts a session for a sandbox phone number and shows the desktop waiting;
+/// `/sandbox/phone` is the simulated phone's inbox. Mounted only with `--prove sandbox`.
+struct DemoController: Sendable {
+    let service: SessionService
+    let sandbox: ProveSandbox
+    let pages: Pages
+    let publicURL: String
+
+    /// The largest form `POST /demo` reads.
+    static let maximumFormSize = 1024
+
+    func home(_ request: RelayRequest) -> Reply {
+        .now(pages.page("demo", ["phoneNumber": "2001004014"]))
+    }
+
+    /// `POST /demo` (form `phoneNumber=…`): creates a session as an integrator would and shows it waiting.
+    func start(_ request: RelayRequest) -> Reply {
+        let phoneNumber =
+            request.body.flatMap { FormFields.first("phoneNumber", in: String(buffer: $0)[...]) }?
+            .trimmingCharacters(in: .whitespaces) ?? ""
+        return .later {
+            do {
+                let input = try CreateSessionRequest.validate(
+                    RelayJSON.encode(["phoneNumber": phoneNumber]), maximumHold: RelayConfiguration.maximumHold
+                ).get()
+                let session = try await service.create(input, idempotencyKey: nil)
+                let created = CreatedSession(session, publicURL: publicURL)
+                let websocketOrigin = RelayConfiguration.origin(of: created.channel.websocket)
+                return pages.page(
+                    "demo-wait",
+                    [
+                        "phoneNumber": phoneNumber, "sessionId": session.id, "token": session.channelToken,
+                        "websocket": created.channel.websocket, "poll": created.channel.poll,
+                        "expiresAt": ISO8601Milliseconds.string(session.expiresAt),
+                        "holdSeconds": Int(session.expiresAt.timeIntervalSince(session.createdAt)),
+                        "phonePage": "/sandbox/phone?phoneNumber=" + phoneNumber,
+                    ],
+                    extraCSP: "; script-src 'self'; connect-src 'self' \(websocketOrigin)")
+            } catch {
+                // What went wrong, in the words of the API's answer, on the demo page.
+                guard let problem = ErrorMapping.knownProblem(error) else { throw error }
+                let message =
+                    problem.errors.isEmpty ? problem.detail : problem.errors.map(\.message).joined(separator: "; ")
+                return pages.page("demo", ["phoneNumber": phoneNumber, "error": message], status: problem.status)
+            }
+        }
+    }
+
+    /// `GET /sandbox/phone?phoneNumber=N`: the simulated phone's inbox.
+    func phone(_ request: RelayRequest) -> Reply {
+        let phoneNumber = request.queryItem("phoneNumber") ?? ""
+        return .later {
+            let messages = await sandbox.outbox(phoneNumber: phoneNumber.isEmpty ? nil : phoneNumber)
+            let items: [[String: Any]] = messages.reversed().map { message in
+                [
+                    "phoneNumber": Secrets.maskedPhone(message.phoneNumber), "text": message.text,
+                    "link": message.link, "decline": message.link + "?decline=1",
+                    "sentAt": ISO8601Milliseconds.string(message.sentAt),
+                ]
+            }
+            return pages.page("sandbox-phone", ["phoneNumber": phoneNumber, "messages": items, "empty": items.isEmpty])
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// One request as the front door read it, whole: NIO's HTTP/1 head, the peer, the body, and what its
+/// route captured from the path.
+struct RelayRequest: Sendable {
+    let head: HTTPRequestHead
+    let peer: SocketAddress?
+    /// The body, or nil when it was larger than its route reads (`Route.maximumBody`).
+    var body: ByteBuffer? = ByteBuffer()
+    /// The path's `{name}` segments, in the order the route's pattern names them.
+    var parameters: [Substring] = []
+
+    init(head: HTTPRequestHead, peer: SocketAddress?) {
+        self.head = head
+        self.peer = peer
+    }
+
+    /// A request as a test writes it.
+    init(_ method: HTTPMethod, _ target: String, headers: HTTPHeaders = [:], body: String? = nil) {
+        head = HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers)
+        peer = try? SocketAddress(ipAddress: "127.0.0.1", port: 40000)
+        self.body = ByteBuffer(string: body ?? "")
+    }
+
+    var method: HTTPMethod { head.method }
+    /// The request target as sent (`/l/abc?asc=true&authId=…`).
+    var target: String { head.uri }
+    var headers: HTTPHeaders { head.headers }
+
+    /// The target before `?`.
+    var path: Substring {
+        target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? target[...]
+    }
+
+    /// The target after `?`, as sent (still percent-encoded); nil without a `?`.
+    var query: Substring? {
+        target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[target.index(after: $0)...] }
+    }
+
+    /// The first value of a query parameter, percent-decoded (`+` as a space, as forms write it).
+    func queryItem(_ name: String) -> String? {
+        query.flatMap { FormFields.first(name, in: $0) }
+    }
+
+    /// A request whose client wants the connection kept open after the answer (HTTP/1.1 unless it
+    /// says `close`, HTTP/1.0 only when it says `keep-alive`).
+    var keepAlive: Bool { head.isKeepAlive }
+
+    /// The token after `Bearer ` in the Authorization header.
+    var bearerToken: String? {
+        guard let value = headers.first(name: "Authorization"), value.utf8.count > 7,
+            value.prefix(7).lowercased() == "bearer "
+        else { return nil }
+        return String(value.dropFirst(7))
+    }
+}
+
+/// `name=value&…` as forms and query strings write it.
+enum FormFields {
+    /// The first value of `name`, percent-decoded, `+` read as a space; nil when absent or not decodable.
+    static func first(_ name: String, in text: Substring) -> String? {
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard decode(parts[0]) == name else { continue }
+            return parts.count > 1 ? decode(parts[1]) : ""
+        }
+        return nil
+    }
+
+    private static func decode(_ text: Substring) -> String? {
+        text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    }
+}

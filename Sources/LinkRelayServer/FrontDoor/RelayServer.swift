@@ -1,0 +1,58 @@
+import LinkRelaySupport
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// The relay's listening socket. Each connection is set up on its event loop (`FrontDoor.configure`)
+/// and needs nothing more: no task, no stream.
+///
+/// Hummingbird's `Server` also gave each connection a task that did nothing, and kept every open
+/// connection in NIOExtras' quiescing helper, a dictionary that keeps room for its peak: after 15,000
+/// WebSockets had come and gone, 0.6–0.8 MiB more stayed resident (Benchmarks/HISTORY.md). Here one
+/// handler on the listening socket (`OpenConnections`) holds `maxConnections`, and keeps the open
+/// connections for the graceful shutdown in a table that shrinks as they go.
+struct RelayServer: Service, CustomStringConvertible {
+    let host: String
+    let port: Int
+    let maxConnections: Int
+    let frontDoor: FrontDoor.Services
+    let logger: Logger
+    let onRunning: @Sendable (any Channel) async -> Void
+
+    /// How ServiceLifecycle logs it: the address, not everything the connections are served with (its
+    /// pages, whose demo text holds a sandbox phone number, among them).
+    var description: String { "RelayServer(host: \(host), port: \(port), maxConnections: \(maxConnections))" }
+
+    /// Until a graceful shutdown: then it stops accepting, lets each connection finish the request it is
+    /// answering (NIO's pipelining handler closes it after), and returns once all are closed. Cancelled,
+    /// it closes them at once.
+    func run() async throws {
+        let (frontDoor, maxConnections) = (frontDoor, maxConnections)
+        let listener = try await ServerBootstrap(group: NIOSingletons.posixEventLoopGroup)
+            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(OpenConnections(maximum: maxConnections))
+                }
+            }
+            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { FrontDoor.configure($0, services: frontDoor) }
+            .bind(host: host, port: port).get()
+        let connections = try await listener.eventLoop.submit {
+            NIOLoopBound(
+                try listener.pipeline.syncOperations.handler(type: OpenConnections.self), eventLoop: listener.eventLoop)
+        }.get()
+        await onRunning(listener)
+
+        try? await gracefulShutdown()
+        let closed = listener.eventLoop.makePromise(of: Void.self)
+        listener.eventLoop.execute { connections.value.end(listener, closed) }
+        await withTaskCancellationHandler {
+            try? await closed.futureResult.get()
+        } onCancel: {
+            listener.eventLoop.execute { connections.value.closeAll() }
+        }
+    }
+}

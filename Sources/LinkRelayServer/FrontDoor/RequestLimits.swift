@@ -1,0 +1,113 @@
+import Foundation
+import LinkRelayCore
+import LinkRelaySupport
+import Logging
+
+/// The relay's rate and connection limits (`Limits`), as the controllers apply them. Over a limit a
+/// request gets a bare 429 and changes nothing. With `--limits off` every check passes.
+final class RequestLimits: Sendable {
+    private struct Active: Sendable {
+        let landingByIP: RateLimiter
+        let landingByLink: RateLimiter
+        let createByKey: RateLimiter
+        let channelsBySession: ConnectionLimiter
+        let channelsByIP: ConnectionLimiter
+    }
+
+    private let active: Active?
+    private let trustedProxies: [IPNetwork]
+    private let clock: any RelayClock
+    private let metrics: RelayMetrics
+    private let logger: Logger
+
+    init(
+        limits: Limits?, trustedProxies: [IPNetwork], clock: any RelayClock, metrics: RelayMetrics, logger: Logger
+    ) {
+        self.active = limits.map { limits in
+            Active(
+                landingByIP: RateLimiter(rule: .init(perMinute: limits.landingPerIP, burst: limits.landingPerIP)),
+                landingByLink: RateLimiter(
+                    rule: .init(perMinute: limits.landingPerLink, burst: limits.landingPerLink)),
+                createByKey: RateLimiter(rule: .init(perMinute: limits.createPerKey, burst: limits.createPerKey)),
+                channelsBySession: ConnectionLimiter(maximum: limits.channelsPerSession),
+                channelsByIP: ConnectionLimiter(maximum: limits.channelsPerIP))
+        }
+        self.trustedProxies = trustedProxies
+        self.clock = clock
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// The client's address: the socket's peer, or the client `X-Forwarded-For` names when the peer
+    /// is a `--trusted-proxy` (see `ClientAddress.resolve`).
+    func client(_ request: RelayRequest) -> IPAddress? {
+        let peer = request.peer.flatMap(IPAddress.init)
+        guard !trustedProxies.isEmpty else { return peer }
+        return ClientAddress.resolve(
+            peer: peer, forwardedFor: request.headers["X-Forwarded-For"], trustedProxies: trustedProxies)
+    }
+
+    /// One landing (GET, HEAD or POST on `/l/{key}`): a token from the client's bucket and the link's.
+    /// `client` is only worked out when limits are on.
+    func allowLanding(linkKey: String, client: () -> IPAddress?) -> Bool {
+        guard let active else { return true }
+        let now = clock.now()
+        guard active.landingByIP.allow(client()?.rateLimitKey ?? "unknown", now: now) else {
+            return trip(.landingPerIP)
+        }
+        guard active.landingByLink.allow(linkKey, now: now) else { return trip(.landingPerLink) }
+        return true
+    }
+
+    /// One `POST /v1/sessions` by the API key at `keyIndex` in the configured list.
+    func allowCreate(keyIndex: Int) -> Bool {
+        guard let active else { return true }
+        return active.createByKey.allow("key\(keyIndex)", now: clock.now()) || trip(.createPerKey)
+    }
+
+    /// Takes a place for a channel, or nil when the session or the client has no place left.
+    func openChannel(sessionID: String, client: IPAddress?) -> ChannelSlot? {
+        guard let active else { return ChannelSlot(release: nil) }
+        let ip = client?.rateLimitKey ?? "unknown"
+        guard active.channelsBySession.acquire(sessionID) else {
+            trip(.channelsPerSession)
+            return nil
+        }
+        guard active.channelsByIP.acquire(ip) else {
+            active.channelsBySession.release(sessionID)
+            trip(.channelsPerIP)
+            return nil
+        }
+        return ChannelSlot {
+            active.channelsBySession.release(sessionID)
+            active.channelsByIP.release(ip)
+        }
+    }
+
+    /// Counts the trip; always false, so a check can end with `|| trip(...)`.
+    @discardableResult
+    private func trip(_ kind: LimitKind) -> Bool {
+        metrics.limitTripped(kind)
+        // A security event (security-anchors L7.4); the client's address is personal data, so not logged.
+        logger.notice("Limit tripped", metadata: ["limit": .string(kind.rawValue)])
+        return false
+    }
+}
+
+/// A channel's place under the connection limits, given back when the channel ends (or, at the
+/// latest, when the slot is released from memory, so that no path can leak a place).
+final class ChannelSlot: Sendable {
+    private let pending: Locked<(@Sendable () -> Void)?>
+
+    init(release: (@Sendable () -> Void)?) { pending = Locked(release) }
+
+    func release() {
+        let release = pending.withLock { pending in
+            defer { pending = nil }
+            return pending
+        }
+        release?()
+    }
+
+    deinit { release() }
+}

@@ -1,0 +1,76 @@
+import LinkRelayCore
+import NIOHTTP1
+import ProveSandbox
+
+/// Every route of the relay, in one table: read it first. A request goes to the first line whose method
+/// and path pattern match (`{name}` is one path segment, `**` any rest); none is a 404.
+struct Routes: Sendable {
+    let all: [Route]
+
+    init(
+        landing: LandingController, channels: ChannelsController, sessions: SessionsController,
+        operations: OpsController, pages: Pages, demo: DemoController?, sandbox: SandboxController?
+    ) {
+        let form = LandingController.maximumFormSize
+        var all: [Route] = [
+            // The phone: the Instant Link's redirect lands here (the hot path, first).
+            Route(.GET, "/l/{key}", .person, landing.visit),
+            Route(.HEAD, "/l/{key}", .person, landing.visit),
+            Route(.POST, "/l/{key}", .person, body: form, landing.confirm),
+            // The desktop's channels: the connection becomes the channel's.
+            Route(.GET, "/v1/sessions/{id}/events", channels.open(.sse)),
+            Route(.GET, "/v1/sessions/{id}/poll", channels.open(.longpoll)),
+            Route(.GET, "/v1/sessions/{id}/ws", channels.open(.websocket)),
+            Route(.OPTIONS, "/v1/sessions/{id}/events", channels.preflight),
+            Route(.OPTIONS, "/v1/sessions/{id}/poll", channels.preflight),
+            // The integrator's backend.
+            Route(.POST, "/v1/sessions", body: CreateSessionRequest.maximumBodySize, sessions.create),
+            Route(.GET, "/v1/sessions/{id}", sessions.show),
+            Route(.POST, "/v1/sessions/{id}/cancel", sessions.cancel),
+            // Operators.
+            Route(.GET, "/healthz", operations.health),
+            Route(.HEAD, "/healthz", operations.health),
+            Route(.GET, "/readyz", operations.readiness),
+            Route(.HEAD, "/readyz", operations.readiness),
+            Route(.GET, "/metrics", operations.metrics),
+            // The pages' style sheet.
+            Route(.GET, "/assets/relay.css") { _ in
+                .now(.asset(pages.stylesheet, contentType: "text/css; charset=utf-8"))
+            },
+        ]
+        if let demo, let sandbox {
+            // The demo and the embedded Prove sandbox (`--prove sandbox` only).
+            all += [
+                Route(.GET, "/", .person, demo.home),
+                Route(.POST, "/demo", .person, body: DemoController.maximumFormSize, demo.start),
+                Route(.GET, "/sandbox/phone", .person, demo.phone),
+                Route(.GET, "/assets/demo.js") { _ in
+                    .now(.asset(pages.demoScript, contentType: "text/javascript; charset=utf-8"))
+                },
+            ]
+            // The sandbox's own routes (`ProveSandbox.respond`): Prove's API, the outbox, the link page, faults.
+            for method in [HTTPMethod.GET, .POST, .PUT, .DELETE] {
+                all.append(
+                    Route(
+                        method, "/sandbox/**", body: ProveSandbox.maxBodyBytes, cancelledWhenClientLeaves: true,
+                        sandbox.answer))
+            }
+        } else {
+            all.append(Route(.GET, "/", .person) { _ in .now(pages.page("demo")) })
+        }
+        self.all = all
+    }
+
+    /// The first route for `method` and `path`, with what its pattern captured.
+    func match(_ method: HTTPMethod, _ path: Substring) -> (route: Route, parameters: [Substring])? {
+        for route in all where route.method == method {
+            if let parameters = route.pattern.match(path) { return (route, parameters) }
+        }
+        return nil
+    }
+
+    /// A request no route takes: 404, as a page for a landing's path, else as problem+json.
+    func unmatched(_ request: RelayRequest, errors: ErrorMapping) -> Answer {
+        errors.answer(for: Problem.notFound(), audience: request.path.hasPrefix("/l/") ? .person : .api)
+    }
+}

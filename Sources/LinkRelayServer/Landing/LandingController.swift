@@ -1,0 +1,151 @@
+import Foundation
+import LinkRelayCore
+import NIOHTTP1
+
+/// `/l/{key}?asc=…&authId=…`: where the phone's browser lands after the Instant Link.
+///
+/// Without `--confirm-on-phone` the GET counts as the tap (API.md). With it, the GET only shows who
+/// is asking and two buttons, and the page's POST counts: link scanners and previews, which GET (and
+/// HEAD) links, change nothing. A HEAD never changes anything in either mode.
+struct LandingController: Sendable {
+    let service: SessionService
+    let pages: Pages
+    let limits: RequestLimits
+    let repeatLandings: RepeatLandings
+    let confirmOnPhone: Bool
+    let integratorName: String
+    let publicOrigin: String
+
+    /// The largest confirm form the relay reads (`choice=confirm`).
+    static let maximumFormSize = 256
+
+    /// `GET` and `HEAD /l/{key}`: the page, and for a GET the tap unless taps are confirmed on the phone.
+    /// A reload of an ended session's final page is answered at once, from memory (`RepeatLandings`):
+    /// it is the request a phone repeats most.
+    func visit(_ request: RelayRequest) -> Reply {
+        landing(request) { key, parameters in
+            let head = request.method == .HEAD
+            if !head, let rejected = repeatLandings.ended(key: key, authId: parameters.authId) {
+                service.metrics.landingRepeated()
+                return .now(pages.final(rejected: rejected))
+            }
+            return .later {
+                let result =
+                    confirmOnPhone || head
+                    ? try await service.inspectLanding(linkKey: key, parameters: parameters, confirming: confirmOnPhone)
+                    : try await service.land(linkKey: key, parameters: parameters)
+                return page(for: result, parameters, get: !head)
+            }
+        }
+    }
+
+    /// `POST /l/{key}`, the confirm page's buttons: `choice=confirm` counts as the tap, `choice=reject`
+    /// ends the session. Either way the answer is a 303 back to the landing's GET, which shows where
+    /// things stand.
+    func confirm(_ request: RelayRequest) -> Reply {
+        landing(request) { key, parameters in
+            guard confirmOnPhone else {
+                return .now(pages.page("error-bad-link", status: .methodNotAllowed, headers: ["Allow": "GET, HEAD"]))
+            }
+            // The form is the relay's own page; a browser posting it from anywhere else is refused.
+            if let origin = request.headers.first(name: "Origin"), origin != publicOrigin {
+                return .now(pages.page("error-bad-link", status: .forbidden))
+            }
+            let choice = request.body.map { String(buffer: $0) }
+            guard choice == "choice=confirm" || choice == "choice=reject" else {
+                return .now(pages.page("error-bad-link", status: .badRequest))
+            }
+            return .later {
+                let result =
+                    choice == "choice=confirm"
+                    ? try await service.land(linkKey: key, parameters: parameters, confirming: true)
+                    : try await service.reject(linkKey: key, parameters: parameters)
+                switch result {
+                case .accepted, .finalPage, .awaitingConfirmation:
+                    if case .accepted = result { service.metrics.landingAccepted() }
+                    // 303, so that the browser GETs the landing again (R1.8), which shows where things stand.
+                    return Answer(
+                        status: .seeOther,
+                        headers: ["Location": Self.landingPath(key, parameters), "Cache-Control": "no-store"])
+                case .unknown, .expired, .alreadyUsed:
+                    return page(for: result, parameters, get: false)
+                }
+            }
+        }
+    }
+
+    /// Runs `body` for a landing that passes the limits, the strict query and the key's shape (checked
+    /// before any lookup, in this order); otherwise answers the page that turns it away.
+    private func landing(
+        _ request: RelayRequest, _ body: (_ key: String, _ parameters: LandingParameters) -> Reply
+    ) -> Reply {
+        let key = String(request.parameters[0])
+        guard limits.allowLanding(linkKey: key, client: { limits.client(request) }) else {
+            return .now(pages.page("error-busy", status: .tooManyRequests))
+        }
+        guard case .success(let parameters) = LandingParameters.parse(query: request.query.map(String.init)) else {
+            countRefusal(.badLink)
+            return .now(pages.page("error-bad-link", status: .badRequest))
+        }
+        guard key.utf8.count == SessionService.linkKeyLength else {
+            countRefusal(.unknown)
+            return .now(pages.page("error-unknown", status: .notFound))
+        }
+        return body(key, parameters)
+    }
+
+    /// `get`: the answer is to a GET, which counts an accepted or repeated landing.
+    private func page(for result: SessionService.LandingResult, _ parameters: LandingParameters, get: Bool) -> Answer {
+        let metrics = service.metrics
+        switch result {
+        case .accepted:
+            if get, !confirmOnPhone { metrics.landingAccepted() }
+            return pages.page("landing")
+        case .awaitingConfirmation(let session):
+            return pages.page("confirm", confirmValues(session, parameters))
+        case .finalPage(let session):
+            if get {
+                metrics.landingRepeated()
+                repeatLandings.remember(session)
+            }
+            return pages.final(rejected: session.state == .cancelled)
+        case .unknown:
+            countRefusal(.unknown)
+            return pages.page("error-unknown", status: .notFound)
+        case .expired:
+            countRefusal(.expired)
+            return pages.page("error-expired", status: .gone)
+        case .alreadyUsed:
+            countRefusal(.alreadyUsed)
+            return pages.page("error-used", status: .conflict)
+        }
+    }
+
+    /// Counts and logs a refused landing (a security event, L7.4); never with the authId or the link.
+    private func countRefusal(_ reason: LandingRejection) {
+        service.metrics.landingRejected(reason)
+        service.logger.info("Landing refused", metadata: ["reason": .string(reason.rawValue)])
+    }
+
+    /// The landing's own URL, built from the parsed values only, never from the raw request (R1.1).
+    private static func landingPath(_ key: String, _ parameters: LandingParameters) -> String {
+        "/l/\(key)?asc=\(parameters.asc)&authId=\(parameters.authId)"
+    }
+
+    private func confirmValues(_ session: Session, _ parameters: LandingParameters) -> [String: Any] {
+        let started = session.createdAt
+        let minutes = max(0, Int(service.clock.now().timeIntervalSince(started) / 60))
+        var values: [String: Any] = [
+            "integrator": integratorName,
+            "startedAt": started.formatted(
+                Date.VerbatimFormatStyle(
+                    format:
+                        "\(hour: .twoDigits(clock: .twentyFourHour, hourCycle: .zeroBased)):\(minute: .twoDigits) UTC",
+                    timeZone: .gmt, calendar: Calendar(identifier: .gregorian))),
+            "ago": minutes == 0 ? "less than a minute ago" : minutes == 1 ? "1 minute ago" : "\(minutes) minutes ago",
+            "action": Self.landingPath(session.linkKey, parameters),
+        ]
+        if let address = session.desktopIPAddress { values["from"] = address }
+        return values
+    }
+}

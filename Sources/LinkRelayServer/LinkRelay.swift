@@ -1,0 +1,175 @@
+import AsyncHTTPClient
+import Foundation
+import LinkRelayCore
+import LinkRelaySupport
+import Logging
+import ProveAPI
+import ProveSandbox
+import ServiceLifecycle
+
+/// A built relay: its server and services to run, and handles tests and the executable use.
+public struct LinkRelay: Sendable {
+    public let configuration: RelayConfiguration
+    /// The store, the verifier, the sweeper and the other background work, then the server.
+    let services: [any Service]
+    /// The embedded Prove simulator, when `--prove sandbox`.
+    public let sandbox: ProveSandbox?
+    public let metrics: RelayMetrics
+    let service: SessionService
+    let hub: ChannelHub
+    let draining: Draining
+    let running: AsyncStream<Void>
+
+    public var store: any SessionStore { service.store }
+
+    /// Returns once the server listens (or at once if it already does).
+    public func waitUntilRunning() async {
+        for await _ in running {}
+    }
+
+    /// The relay as one service group: on a signal (or `triggerGracefulShutdown()`) the drain runs
+    /// first, then the server stops, then the verifier, sweeper and store. The whole shutdown is
+    /// bounded: after `--drain-timeout` and a few seconds more, whatever still runs is cancelled.
+    /// With `handlingSignals`, SIGTERM and SIGINT start the shutdown.
+    public func serviceGroup(handlingSignals: Bool = true, logger: Logger) -> ServiceGroup {
+        let drain = Drain(
+            hub: hub, draining: draining, sandbox: sandbox,
+            timeout: .milliseconds(Int64(configuration.drainTimeout * 1000)),
+            logger: logger)
+        var group = ServiceGroupConfiguration(
+            services: (services + [drain]).map { .init(service: $0) },
+            gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger)
+        group.maximumGracefulShutdownDuration = .milliseconds(Int64(configuration.drainTimeout * 1000)) + .seconds(5)
+        return ServiceGroup(configuration: group)
+    }
+}
+
+/// Builds the relay for `configuration`: opens the store, sets up Prove (or the sandbox), routes and services.
+public func buildLinkRelay(
+    _ configuration: RelayConfiguration, logger: Logger, clock: any RelayClock = EventLoopClock()
+) async throws -> LinkRelay {
+    let store: any SessionStore
+    var postgres: PostgresSessionStore?
+    switch configuration.store {
+    case .memory: store = MemorySessionStore()
+    case .sqlite(let path): store = try await SQLiteSessionStore.open(path: path, logger: logger)
+    case .postgres(let url):
+        let opened = try await PostgresSessionStore.open(url: url, logger: logger)
+        (store, postgres) = (opened, opened)
+    }
+
+    let metrics = RelayMetrics()
+    // The process-wide client: it lives as long as the process, so no path can leave it unshut.
+    let httpClient = HTTPClient.shared
+    // Back-off between attempts waits on an event loop's timer, as the relay's other waits do (`EventLoopClock`).
+    let retry = RetryPolicy(sleep: { try await EventLoopClock().sleep(for: $0) })
+    let sandbox: ProveSandbox?
+    let prove: any ProveClient
+    switch configuration.prove {
+    case .sandbox:
+        let embedded = ProveSandbox(publicBaseURL: configuration.publicURL)
+        sandbox = embedded
+        // The relay asks its own sandbox in process; while a fault is set, over loopback through the same
+        // client it uses for Prove, so that the fault acts on that client.
+        let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
+        let hostPart = host.contains(":") ? "[\(host)]" : host
+        let overHTTP = HTTPProveClient(
+            baseURL: "http://\(hostPart):\(configuration.port)/sandbox/prove",
+            credentials: ProveCredentials(clientID: ProveSandbox.clientID, clientSecret: ProveSandbox.clientSecret),
+            httpClient: httpClient, retry: retry, observer: metrics, logger: logger)
+        prove = SandboxProveClient(sandbox: embedded, overHTTP: overHTTP, observer: metrics, logger: logger)
+    case .remote(let baseURL, let credentials):
+        sandbox = nil
+        prove = HTTPProveClient(
+            baseURL: baseURL, credentials: credentials, httpClient: httpClient, retry: retry, observer: metrics,
+            logger: logger)
+    }
+
+    if let sandbox {
+        for (endpoint, fault) in configuration.sandboxFaults {
+            try await sandbox.setFault(fault, for: endpoint)
+            logger.notice("Sandbox fault set", metadata: ["endpoint": .string(endpoint), "fault": "\(fault)"])
+        }
+    }
+    let breaker = CircuitBreaker(
+        failureThreshold: configuration.breakerFailures, openDuration: configuration.breakerCooldown
+    ) { from, to in
+        metrics.breakerChanged(open: to != .closed)
+        logger.warning(
+            "Circuit breaker around Prove changed",
+            metadata: ["from": .string(from.rawValue), "to": .string(to.rawValue)])
+    }
+
+    let hub = ChannelHub()
+    let service = SessionService(
+        store: store, bus: hub, prove: BreakerProveClient(wrapped: prove, breaker: breaker, clock: clock), clock: clock,
+        metrics: metrics, logger: logger,
+        publicURL: configuration.publicURL, defaultHold: configuration.holdSeconds)
+    let pages = try await Pages.load(directory: configuration.templatesDirectory, sandbox: sandbox != nil)
+    let draining = Draining()
+    let limits = RequestLimits(
+        limits: configuration.limits, trustedProxies: configuration.trustedProxies, clock: clock, metrics: metrics,
+        logger: logger)
+    // With PostgreSQL, other instances' writes reach this instance's channels through the listener,
+    // and the coordinator takes over what a gone instance left.
+    var listener: PostgresListener?
+    var instances: [any Service] = []
+    if let postgres, case .postgres(let url) = configuration.store {
+        let bus = PostgresListener(url: url, store: postgres, hub: hub, logger: logger)
+        listener = bus
+        instances = [bus, InstanceCoordinator(store: postgres, service: service)]
+    }
+
+    let writer = ResponseWriter(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
+    let channels = ChannelsController(
+        gate: ChannelGate(store: store, allowedOrigins: Set(configuration.allowedOrigins), logger: logger),
+        limits: limits)
+    let routes = Routes(
+        landing: LandingController(
+            service: service, pages: pages, limits: limits, repeatLandings: RepeatLandings(),
+            confirmOnPhone: configuration.confirmOnPhone, integratorName: configuration.integratorName,
+            publicOrigin: RelayConfiguration.origin(of: configuration.publicURL)),
+        channels: channels,
+        sessions: SessionsController(
+            service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits),
+        operations: OpsController(service: service, draining: draining, listener: listener), pages: pages,
+        demo: sandbox.map {
+            DemoController(service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL)
+        },
+        sandbox: sandbox.map(SandboxController.init))
+    let frontDoor = FrontDoor.Services(
+        routes: routes, errors: ErrorMapping(pages: pages, logger: logger), channels: channels,
+        channelServices: ChannelServices(hub: hub, store: store, clock: clock, metrics: metrics, writer: writer))
+
+    let (running, runningContinuation) = AsyncStream<Void>.makeStream()
+    let mode = sandbox == nil ? "prove" : "SANDBOX (simulated Prove)"
+    let server = RelayServer(
+        host: configuration.host, port: configuration.port, maxConnections: configuration.maxConnections,
+        frontDoor: frontDoor, logger: logger
+    ) { channel in
+        logger.notice(
+            "LinkRelay listening",
+            metadata: [
+                "address": "\(channel.localAddress.map { "\($0)" } ?? "?")",
+                "public_url": .string(configuration.publicURL), "mode": .string(mode),
+            ])
+        runningContinuation.finish()
+    }
+    let services: [any Service] =
+        [
+            Teardown(store: store, logger: logger),
+            Verifier(service: service),
+            ExpirySweeper(service: service),
+            ChannelHeartbeat(hub: hub, clock: clock),
+            MemoryTrim(
+                activity: { hub.activity },
+                release: {
+                    await store.releaseMemory()
+                    service.expiries.compact()
+                    hub.compact()
+                }),
+        ] + instances + [server]
+    return LinkRelay(
+        configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
+        service: service, hub: hub, draining: draining, running: running)
+}

@@ -1,0 +1,31 @@
+import Logging
+import ProveSandbox
+import ServiceLifecycle
+
+/// The first step of a shutdown (listed after the server, so it is told first): `/readyz` turns
+/// 503, every channel gets its ending (WebSocket 1012, SSE a `retry:` hint, a held long-poll its
+/// answer), and it waits until they are gone or `timeout` has passed. Only then does the server stop
+/// accepting connections; landings and API calls keep working meanwhile.
+struct Drain: Service {
+    let hub: ChannelHub
+    let draining: Draining
+    /// The embedded sandbox, whose requests held by a `hang` fault are let go at once.
+    let sandbox: ProveSandbox?
+    let timeout: Duration
+    let logger: Logger
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        draining.start()
+        await sandbox?.releaseHangs()
+        logger.notice("Shutting down: draining channels", metadata: ["channels": "\(hub.listenerCount)"])
+        hub.beginShutdown()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await hub.drained() }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+        logger.notice("Drained", metadata: ["channels_left": "\(hub.listenerCount)"])
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import NIOCore
+import Synchronization
+
+/// `/healthz`, `/readyz` and `/metrics` for operators (and their HEADs, for health checks that send
+/// HEAD: the front door leaves the body out).
+struct OpsController: Sendable {
+    let service: SessionService
+    let draining: Draining
+    /// With PostgreSQL: the bus from other instances, without which a tap there would not wake a channel here.
+    var listener: PostgresListener?
+
+    func health(_ request: RelayRequest) -> Reply { .now(.text("ok\n")) }
+
+    func readiness(_ request: RelayRequest) -> Reply {
+        if draining.isDraining { return .now(.text("draining\n", status: .serviceUnavailable)) }
+        if let listener, !listener.isListening {
+            return .now(.text("not listening to other instances\n", status: .serviceUnavailable))
+        }
+        return .later { [service] in
+            do {
+                try await service.store.ping()
+                return .text("ready\n")
+            } catch {
+                return .text("store unreachable\n", status: .serviceUnavailable)
+            }
+        }
+    }
+
+    func metrics(_ request: RelayRequest) -> Reply {
+        .now(
+            Answer(
+                status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
+                body: ByteBuffer(bytes: service.metrics.registry.emitToBuffer())))
+    }
+}
+
+/// Set when the relay starts shutting down, so `/readyz` turns 503 at once.
+final class Draining: Sendable {
+    private let flag = Atomic<Bool>(false)
+
+    var isDraining: Bool { flag.load(ordering: .relaxed) }
+
+    func start() { flag.store(true, ordering: .relaxed) }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import LinkRelayCore
+import LinkRelaySupport
+import Prometheus
+import ProveAPI
+
+/// The relay's Prometheus metrics. One registry per application, so tests can run several apps.
+public final class RelayMetrics: ProveCallObserver {
+    public let registry = PrometheusCollectorRegistry()
+
+    let sessionsCreated: Counter
+    let expirations: Counter
+    private let landingsAccepted: Counter
+    private let landingsRepeated: Counter
+    private let landingsRejected: [LandingRejection: Counter]
+    private let outcomes: [String: Counter]
+    private let openChannels: [ChannelTransport: Gauge]
+    private let proveCalls = Locked<[String: Counter]>([:])
+    private let proveLatency = Locked<[String: DurationHistogram]>([:])
+    private let breakerOpen: Gauge
+    private let limitTrips: [LimitKind: Counter]
+
+    public init() {
+        sessionsCreated = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_sessions_created_total", unitName: "",
+                helpText: "Sessions created (Prove desktop flows started)"))
+        expirations = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_expirations_total", unitName: "",
+                helpText: "Sessions that reached the end of their hold without a result"))
+        landingsAccepted = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_landings_total", unitName: "", helpText: "Phone landings on /l/{key}, by result"),
+            labels: [("result", "accepted")])
+        landingsRepeated = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_landings_total", unitName: "", helpText: "Phone landings on /l/{key}, by result"),
+            labels: [("result", "final_page")])
+        var rejected: [LandingRejection: Counter] = [:]
+        for reason in LandingRejection.allCases {
+            rejected[reason] = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_landings_total", unitName: "",
+                    helpText: "Phone landings on /l/{key}, by result"),
+                labels: [("result", "rejected"), ("reason", reason.rawValue)])
+        }
+        landingsRejected = rejected
+        var outcomes: [String: Counter] = [:]
+        for kind in ["verified", "failed", "possession_required", "expired", "cancelled"] {
+            outcomes[kind] = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_outcomes_total", unitName: "", helpText: "Sessions ended, by how they ended"),
+                labels: [("outcome", kind)])
+        }
+        self.outcomes = outcomes
+        var channels: [ChannelTransport: Gauge] = [:]
+        for transport in ChannelTransport.allCases {
+            channels[transport] = registry.makeGauge(
+                descriptor: .init(
+                    metricName: "linkrelay_open_channels", unitName: "",
+                    helpText: "Desktop channels open now, by transport"), labels: [("transport", transport.rawValue)])
+        }
+        openChannels = channels
+        breakerOpen = registry.makeGauge(
+            descriptor: .init(
+                metricName: "linkrelay_prove_breaker_open", unitName: "",
+                helpText: "1 while the circuit breaker around Prove is open or half-open, else 0"))
+        var trips: [LimitKind: Counter] = [:]
+        for kind in LimitKind.allCases {
+            trips[kind] = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_limit_trips_total", unitName: "",
+                    helpText: "Requests turned away with 429 by a rate or connection limit, by limit"),
+                labels: [("limit", kind.rawValue)])
+        }
+        limitTrips = trips
+    }
+
+    func breakerChanged(open: Bool) { breakerOpen.set(Int64(open ? 1 : 0)) }
+    func limitTripped(_ kind: LimitKind) { limitTrips[kind]?.increment() }
+
+    func landingAccepted() { landingsAccepted.increment() }
+    func landingRepeated() { landingsRepeated.increment() }
+    func landingRejected(_ reason: LandingRejection) { landingsRejected[reason]?.increment() }
+    func sessionEnded(_ kind: String) { outcomes[kind]?.increment() }
+
+    func channelOpened(_ transport: ChannelTransport) { openChannels[transport]?.increment() }
+    func channelClosed(_ transport: ChannelTransport) { openChannels[transport]?.decrement() }
+
+    public func proveCall(endpoint: String, status: String, duration: Duration) {
+        let counter = proveCalls.withLock { counters in
+            let key = endpoint + " " + status
+            if let counter = counters[key] { return counter }
+            let counter = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_prove_calls_total", unitName: "",
+                    helpText: "Calls to Prove, by endpoint and HTTP status (or timeout/error)"),
+                labels: [("endpoint", endpoint), ("status", status)])
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
+        let histogram = proveLatency.withLock { histograms in
+            if let histogram = histograms[endpoint] { return histogram }
+            let histogram = registry.makeDurationHistogram(
+                descriptor: .init(
+                    metricName: "linkrelay_prove_call_duration_seconds", unitName: "",
+                    helpText: "Latency of calls to Prove, by endpoint"), labels: [("endpoint", endpoint)],
+                buckets: [
+                    .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+                    .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
+                ])
+            histograms[endpoint] = histogram
+            return histogram
+        }
+        histogram.record(duration)
+    }
+}
+
+/// Why a landing was turned away; the label of `linkrelay_landings_total{result="rejected"}`.
+enum LandingRejection: String, CaseIterable, Sendable {
+    case badLink = "bad_link"
+    case unknown
+    case expired
+    case alreadyUsed = "already_used"
+}
+
+/// Which limit turned a request away; the label of `linkrelay_limit_trips_total`.
+enum LimitKind: String, CaseIterable, Sendable {
+    case landingPerIP = "landing_per_ip"
+    case landingPerLink = "landing_per_link"
+    case createPerKey = "create_per_key"
+    case channelsPerSession = "channels_per_session"
+    case channelsPerIP = "channels_per_ip"
+}
+
+enum ChannelTransport: String, CaseIterable, Sendable {
+    case websocket
+    case sse
+    case longpoll
+}

@@ -1,0 +1,50 @@
+import Foundation
+import LinkRelayCore
+import LinkRelaySupport
+import ProveAPI
+
+/// The Prove client behind a circuit breaker (security-anchors R3.4). Each call counts once, after
+/// the client's own retries: after `failureThreshold` calls in a row that Prove could not answer,
+/// calls fail at once with `unavailable` (a create answers 503 without waiting) until the cooldown
+/// has passed; then a single probe goes through, and its outcome closes or re-opens the breaker.
+struct BreakerProveClient: ProveClient {
+    let wrapped: any ProveClient
+    let breaker: CircuitBreaker
+    let clock: any RelayClock
+
+    func unify(_ request: UnifyRequest, deadline: ContinuousClock.Instant) async throws -> UnifyResponse {
+        try await guarded { try await wrapped.unify(request, deadline: deadline) }
+    }
+
+    func unifyStatus(_ request: UnifyStatusRequest, deadline: ContinuousClock.Instant) async throws
+        -> UnifyStatusResponse
+    {
+        try await guarded { try await wrapped.unifyStatus(request, deadline: deadline) }
+    }
+
+    func unifyBind(_ request: UnifyBindRequest, deadline: ContinuousClock.Instant) async throws
+        -> UnifyStatusResponse
+    {
+        try await guarded { try await wrapped.unifyBind(request, deadline: deadline) }
+    }
+
+    private func guarded<T>(_ call: () async throws -> T) async throws -> T {
+        guard let permit = breaker.acquire(now: clock.now()) else {
+            throw ProveClientError.unavailable(reason: "circuit breaker open after repeated Prove failures")
+        }
+        do {
+            let value = try await call()
+            breaker.record(permit, success: true, now: clock.now())
+            return value
+        } catch let error as ProveClientError {
+            // A refusal (4xx) is an answer: Prove is up, even if it did not like this request.
+            if case .rejected = error {
+                breaker.record(permit, success: true, now: clock.now())
+            } else {
+                breaker.record(permit, success: false, now: clock.now())
+            }
+            throw error
+        }
+        // Anything else (cancellation) says nothing about Prove; the breaker treats the permit as abandoned.
+    }
+}

@@ -1,0 +1,37 @@
+import Foundation
+import LinkRelayCore
+import ServiceLifecycle
+
+/// Ends sessions whose hold has passed with `expired`. One loop for all sessions; at start it
+/// schedules every live session from the store, so expiries due during a restart run at once.
+struct ExpirySweeper: Service {
+    let service: SessionService
+    var interval: TimeInterval = 0.25
+
+    func run() async throws {
+        do {
+            for session in try await service.store.activeSessions() {
+                service.expiries.schedule(sessionID: session.id, at: session.expiresAt)
+            }
+        } catch {
+            service.logger.error("Expiry sweeper could not read live sessions", metadata: ["error": "\(error)"])
+        }
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                let now = service.clock.now()
+                for id in service.expiries.due(at: now) {
+                    do {
+                        try await service.expire(sessionID: id)
+                    } catch {
+                        service.logger.error(
+                            "Could not expire a session", metadata: ["session": .string(id), "error": "\(error)"])
+                        service.expiries.schedule(sessionID: id, at: now.addingTimeInterval(1))
+                    }
+                }
+                var wake = now.addingTimeInterval(interval)
+                if let next = service.expiries.next, next < wake { wake = next }
+                try await service.clock.sleep(until: wake)
+            }
+        }
+    }
+}

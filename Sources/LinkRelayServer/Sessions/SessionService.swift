@@ -1,0 +1,329 @@
+import Foundation
+import LinkRelayCore
+import LinkRelaySupport
+import Logging
+import ProveAPI
+
+/// The one place that changes sessions: it writes the store, then wakes channels through the bus.
+final class SessionService: Sendable {
+    /// Characters of random key in `/l/{key}`: 32 from 62 symbols is over 190 bits.
+    static let linkKeyLength = 32
+
+    let store: any SessionStore
+    let bus: any EventBus
+    let prove: any ProveClient
+    let clock: any RelayClock
+    let metrics: RelayMetrics
+    let logger: Logger
+    let publicURL: String
+    let defaultHold: Int
+    let verifications: VerificationQueue
+    let expiries: ExpiryQueue
+    private let inFlightCreates = Locked<[String: Task<Session, any Error>]>([:])
+
+    init(
+        store: any SessionStore, bus: any EventBus, prove: any ProveClient, clock: any RelayClock,
+        metrics: RelayMetrics, logger: Logger, publicURL: String, defaultHold: Int
+    ) {
+        self.store = store
+        self.bus = bus
+        self.prove = prove
+        self.clock = clock
+        self.metrics = metrics
+        self.logger = logger
+        self.publicURL = publicURL
+        self.defaultHold = defaultHold
+        self.verifications = VerificationQueue()
+        self.expiries = ExpiryQueue()
+    }
+
+    // MARK: - create
+
+    /// Starts a Prove desktop flow and stores the session with its `waiting` event. A repeat under the
+    /// same Idempotency-Key returns the session it made.
+    func create(_ request: CreateSessionRequest, idempotencyKey: String?) async throws -> Session {
+        guard let key = idempotencyKey else { return try await startSession(request, idempotencyKey: nil) }
+        if let existing = try await store.session(idempotencyKey: key) {
+            return try sameRequest(existing, request)
+        }
+        // Concurrent repeats on this instance wait for the first one instead of starting a second flow.
+        let (task, isNew) = inFlightCreates.withLock { tasks -> (Task<Session, any Error>, Bool) in
+            if let running = tasks[key] { return (running, false) }
+            let task = Task { try await self.startReserved(request, idempotencyKey: key) }
+            tasks[key] = task
+            return (task, true)
+        }
+        defer { if isNew { _ = inFlightCreates.withLock { $0.removeValue(forKey: key) } } }
+        do {
+            return try sameRequest(try await task.value, request)
+        } catch StoreError.duplicateIdempotencyKey {
+            guard let existing = try await store.session(idempotencyKey: key) else {
+                throw SessionError.idempotencyKeyInProgress
+            }
+            return try sameRequest(existing, request)
+        }
+    }
+
+    /// Starts the session under `key` once the store has reserved the key for this instance. While
+    /// another instance holds it, throws `duplicateIdempotencyKey` (the caller then answers with that
+    /// instance's session, or 409 while it is still being made).
+    private func startReserved(_ request: CreateSessionRequest, idempotencyKey key: String) async throws -> Session {
+        guard try await store.reserveIdempotencyKey(key) else { throw StoreError.duplicateIdempotencyKey }
+        let outcome: Result<Session, any Error>
+        do {
+            // Another instance may have made the session between the first look and the reservation.
+            if let existing = try await store.session(idempotencyKey: key) {
+                outcome = .success(existing)
+            } else {
+                outcome = .success(try await startSession(request, idempotencyKey: key))
+            }
+        } catch {
+            outcome = .failure(error)
+        }
+        try? await store.releaseIdempotencyKey(key)
+        return try outcome.get()
+    }
+
+    private func sameRequest(_ session: Session, _ request: CreateSessionRequest) throws -> Session {
+        guard session.requestFingerprint == request.fingerprint else { throw SessionError.idempotencyKeyReused }
+        return session
+    }
+
+    private func startSession(_ request: CreateSessionRequest, idempotencyKey: String?) async throws -> Session {
+        let now = clock.now()
+        let hold = request.holdSeconds ?? defaultHold
+        let expiresAt = now.addingTimeInterval(TimeInterval(hold))
+        let id = Secrets.sessionID()
+        let linkKey = Secrets.token(length: Self.linkKeyLength)
+        let finalTargetUrl = publicURL + "/l/" + linkKey
+        let clientRequestId = request.clientRequestId ?? Secrets.uuid()
+        var log = logger
+        log[metadataKey: "session"] = .string(id)
+
+        let unify = UnifyRequest(
+            possessionType: "desktop", clientRequestId: clientRequestId, phoneNumber: request.phoneNumber,
+            finalTargetUrl: finalTargetUrl, smsMessage: request.smsMessage, allowOTPRetry: request.allowOTPRetry,
+            checkReputation: request.checkReputation, clientCustomerId: request.clientCustomerId,
+            clientHumanId: request.clientHumanId, deviceId: request.deviceId, emailAddress: request.emailAddress,
+            ipAddress: request.ipAddress, proveId: request.proveId, rebind: request.rebind)
+        let response: UnifyResponse
+        do {
+            response = try await prove.unify(unify, deadline: deadline(for: expiresAt))
+        } catch let error as ProveClientError {
+            log.warning(
+                "Prove refused to start the flow",
+                metadata: ["phone": .string(Secrets.maskedPhone(request.phoneNumber)), "error": "\(error)"])
+            throw error
+        }
+
+        var session = Session(
+            id: id, linkKey: linkKey, channelToken: Secrets.token(length: 32), createdAt: now, expiresAt: expiresAt,
+            correlationId: response.correlationId, authToken: response.authToken, clientRequestId: clientRequestId,
+            phoneNumber: request.phoneNumber, finalTargetUrl: finalTargetUrl, idempotencyKey: idempotencyKey,
+            requestFingerprint: request.fingerprint, desktopIPAddress: request.ipAddress)
+        let event = session.record(.waiting(expiresAt: expiresAt), at: now)
+        try await store.insert(session, event: event)
+        bus.publish(sessionID: id, events: [event])
+        expiries.schedule(sessionID: id, at: expiresAt)
+        metrics.sessionsCreated.increment()
+        log.info("Session created", metadata: ["correlation": .string(response.correlationId), "hold": "\(hold)"])
+        return session
+    }
+
+    // MARK: - landing
+
+    enum LandingResult: Sendable {
+        /// A valid landing on a live session: `tapped` was emitted the first time, the verifier asked.
+        case accepted(Session)
+        /// Confirm mode: the page asks the person on the phone; nothing has changed.
+        case awaitingConfirmation(Session)
+        /// The session is terminal and this authId was seen before: show the final page again.
+        case finalPage(Session)
+        case unknown
+        case expired
+        case alreadyUsed
+    }
+
+    /// A landing that counts as the tap: the GET without `--confirm-on-phone`, else the confirm POST.
+    ///
+    /// Without confirm mode every valid landing asks Prove again (API.md); a confirm POST counts once:
+    /// on a session already tapped it changes nothing.
+    func land(linkKey: String, parameters: LandingParameters, confirming: Bool = false) async throws
+        -> LandingResult
+    {
+        var result = LandingResult.unknown
+        let changed = try await mutate(.linkKey(linkKey)) { session, now in
+            if let ended = Self.closedLanding(session, parameters, now) {
+                result = ended
+                return nil
+            }
+            if confirming, session.state == .tapped {
+                result = session.seenAuthIds.contains(parameters.authId) ? .accepted(session) : .alreadyUsed
+                return nil
+            }
+            var events: [SessionEvent.Kind] = []
+            if session.state == .waiting { events.append(.tapped(asc: parameters.asc)) }
+            if !session.seenAuthIds.contains(parameters.authId) { session.seenAuthIds.append(parameters.authId) }
+            session.verificationPending = true
+            return events
+        }
+        if let session = changed {
+            result = .accepted(session)
+            verifications.kick(session.id)
+        }
+        return result
+    }
+
+    /// What a landing would show, changing nothing: the confirm page's GET (and every HEAD). Without
+    /// `confirming`, a landing that a GET would accept is `accepted`.
+    func inspectLanding(linkKey: String, parameters: LandingParameters, confirming: Bool) async throws
+        -> LandingResult
+    {
+        guard let session = try await store.session(linkKey: linkKey) else { return .unknown }
+        if let ended = Self.closedLanding(session, parameters, clock.now()) { return ended }
+        if !confirming || session.seenAuthIds.contains(parameters.authId) { return .accepted(session) }
+        return session.state == .waiting ? .awaitingConfirmation(session) : .alreadyUsed
+    }
+
+    /// "Not me" on the confirm page: ends the session with `cancelled` (reason `rejected`).
+    func reject(linkKey: String, parameters: LandingParameters) async throws -> LandingResult {
+        var result = LandingResult.unknown
+        let changed = try await mutate(.linkKey(linkKey)) { session, now in
+            if let ended = Self.closedLanding(session, parameters, now) {
+                result = ended
+                return nil
+            }
+            if !session.seenAuthIds.contains(parameters.authId) { session.seenAuthIds.append(parameters.authId) }
+            return [.cancelled(reason: .rejected)]
+        }
+        if let session = changed {
+            result = .finalPage(session)
+            verifications.forget(session.id)
+            metrics.sessionEnded("cancelled")
+            logger.info("Session rejected on the phone", metadata: ["session": .string(session.id)])
+        }
+        return result
+    }
+
+    /// The answer to a landing on a session that can no longer change; nil while it can.
+    private static func closedLanding(_ session: Session, _ parameters: LandingParameters, _ now: Date)
+        -> LandingResult?
+    {
+        if session.state == .expired || (!session.state.isTerminal && session.isPastHold(at: now)) {
+            return .expired
+        }
+        if session.state.isTerminal {
+            return session.seenAuthIds.contains(parameters.authId) ? .finalPage(session) : .alreadyUsed
+        }
+        return nil
+    }
+
+    // MARK: - endings
+
+    /// Records Prove's answer for `session` (as the verifier read it). Does nothing if the session already ended.
+    func finish(_ session: Session, result: SessionResult) async throws {
+        let sessionID = session.id
+        let session = try await mutate(.read(session)) { session, _ in
+            guard !session.state.isTerminal else { return nil }
+            session.result = result
+            return [.result(result.outcome)]
+        }
+        if session != nil {
+            metrics.sessionEnded(result.outcome.rawValue)
+            logger.info(
+                "Session finished",
+                metadata: ["session": .string(sessionID), "outcome": .string(result.outcome.rawValue)])
+        }
+    }
+
+    /// Ends a session whose hold has passed. Does nothing before that or once it has ended.
+    ///
+    /// A tapped session whose result Prove did not deliver in time (Prove unreachable, or still
+    /// `pending`) ends `failed`, with the last reason the verifier saw; an untapped one `expired`.
+    func expire(sessionID: String) async throws {
+        let problem = verifications.lastProblem(sessionID)
+        let session = try await mutate(.id(sessionID)) { session, now in
+            guard !session.state.isTerminal, session.isPastHold(at: now) else { return nil }
+            guard session.verificationPending else { return [.expired] }
+            session.result = SessionResult(
+                outcome: .failed, success: "false",
+                reason: "No result from Prove before the hold ended: " + (problem ?? "Prove still said pending"))
+            return [.result(.failed)]
+        }
+        guard let session else { return }
+        verifications.forget(sessionID)
+        if let result = session.result {
+            metrics.sessionEnded(result.outcome.rawValue)
+            logger.warning(
+                "Session failed at the end of its hold",
+                metadata: ["session": .string(sessionID), "reason": .string(result.reason ?? "")])
+        } else {
+            metrics.expirations.increment()
+            metrics.sessionEnded("expired")
+            logger.info("Session expired", metadata: ["session": .string(sessionID)])
+        }
+    }
+
+    /// Ends a live session on the integrator's request. Throws `notFound` or `alreadyEnded`.
+    func cancel(sessionID: String) async throws -> Session {
+        var found = false
+        let session = try await mutate(.id(sessionID)) { session, _ in
+            found = true
+            guard !session.state.isTerminal else { return nil }
+            return [.cancelled()]
+        }
+        guard found else { throw SessionError.notFound }
+        guard let session else { throw SessionError.alreadyEnded }
+        verifications.forget(sessionID)
+        metrics.sessionEnded("cancelled")
+        logger.info("Session cancelled", metadata: ["session": .string(sessionID)])
+        return session
+    }
+
+    /// Loads a session, lets `change` edit it and name the events to record, and stores the result
+    /// only if nobody changed the session in between (else starts again). Returns the stored session,
+    /// or nil when there was no session or `change` returned nil.
+    private enum Lookup {
+        case id(String)
+        case linkKey(String)
+        /// As just read: tried first without reading it again.
+        case read(Session)
+    }
+
+    private func mutate(
+        _ lookup: Lookup,
+        _ change: (inout Session, Date) -> [SessionEvent.Kind]?
+    ) async throws -> Session? {
+        var lookup = lookup
+        while true {
+            let stored: Session?
+            switch lookup {
+            case .id(let id): stored = try await store.session(id: id)
+            case .linkKey(let key): stored = try await store.session(linkKey: key)
+            case .read(let session):
+                stored = session
+                lookup = .id(session.id)
+            }
+            guard let current = stored else { return nil }
+            var session = current
+            let now = clock.now()
+            guard let kinds = change(&session, now) else { return nil }
+            let events = kinds.map { session.record($0, at: now) }
+            session.version = current.version + 1
+            // The events are announced as soon as they are committed, from wherever that happens.
+            let written = try await store.update(session, expectedVersion: current.version, appending: events) {
+                [bus, id = session.id] in bus.publish(sessionID: id, events: events)
+            }
+            if written {
+                if session.state.isTerminal { expiries.finished(session.id) }
+                return session
+            }
+        }
+    }
+
+    /// A `ContinuousClock` deadline for Prove calls made for a session that ends at `expiresAt`.
+    func deadline(for expiresAt: Date) -> ContinuousClock.Instant {
+        let remaining = max(0, expiresAt.timeIntervalSince(clock.now()))
+        return .now + .milliseconds(Int64(remaining * 1000))
+    }
+}

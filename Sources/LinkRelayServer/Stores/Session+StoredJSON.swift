@@ -1,0 +1,79 @@
+import Foundation
+import LinkRelayCore
+import LinkRelaySupport
+
+// Hand-written JSON for the store and the channels (see `JSONObjectWriter`). The `Codable` forms stay
+// the reference: tests check that both decode to the same values.
+
+extension Session {
+    /// The stored form: `Codable`'s keys, dates as seconds since 2001.
+    var storedJSON: [UInt8] {
+        // Room for the whole object, so that it is written without growing: about 700 bytes, and
+        // about 350 more with a result.
+        var json = JSONObjectWriter(capacity: result == nil ? 768 : 1280)
+        json.add("id", id)
+        json.add("linkKey", linkKey)
+        json.add("channelToken", channelToken)
+        json.add("state", state.rawValue)
+        json.add("createdAt", secondsSinceReferenceDate: createdAt)
+        json.add("expiresAt", secondsSinceReferenceDate: expiresAt)
+        json.add("tappedAt", secondsSinceReferenceDate: tappedAt)
+        json.add("version", version)
+        json.add("lastSeq", lastSeq)
+        json.add("correlationId", correlationId)
+        json.add("authToken", authToken)
+        json.add("clientRequestId", clientRequestId)
+        json.add("phoneNumber", phoneNumber)
+        json.add("finalTargetUrl", finalTargetUrl)
+        json.add("desktopIPAddress", desktopIPAddress)
+        json.add("idempotencyKey", idempotencyKey)
+        json.add("requestFingerprint", requestFingerprint)
+        json.add("seenAuthIds", seenAuthIds)
+        json.add("verificationPending", verificationPending)
+        json.add("result", object: result?.storedJSON)
+        return json.finish()
+    }
+}
+
+extension SessionResult {
+    var storedJSON: [UInt8] {
+        var json = JSONObjectWriter(capacity: 512)
+        json.add("outcome", outcome.rawValue)
+        json.add("success", success)
+        json.add("phoneNumber", phoneNumber)
+        json.add("proveId", proveId)
+        json.add("deviceId", deviceId)
+        json.add("clientHumanId", clientHumanId)
+        json.add("clientRequestId", clientRequestId)
+        if let evaluation {
+            var object = JSONObjectWriter()
+            for (name, value) in evaluation.sorted(by: { $0.key < $1.key }) {
+                var entry = JSONObjectWriter(capacity: 64)
+                entry.add("result", value.result)
+                entry.add("failureReasons", value.failureReasons)
+                object.add(name, object: entry.finish())
+            }
+            json.add("evaluation", object: object.finish())
+        }
+        json.add("reason", reason)
+        return json.finish()
+    }
+}
+
+extension SessionEvent {
+    /// The stored form: dates as seconds since 2001.
+    var storedJSON: [UInt8] {
+        var json = JSONObjectWriter(capacity: 96)
+        json.add("seq", seq)
+        json.add("type", kind.type)
+        json.add("at", secondsSinceReferenceDate: at)
+        switch kind {
+        case .waiting(let expiresAt): json.add("expiresAt", secondsSinceReferenceDate: expiresAt)
+        case .tapped(let asc): json.add("asc", asc)
+        case .result(let outcome): json.add("outcome", outcome.rawValue)
+        case .cancelled(let reason): json.add("reason", reason.rawValue)
+        case .expired: break
+        }
+        return json.finish()
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+
+/// What the simulator answers a request with.
+public enum SandboxResponse: Sendable {
+    case reply(SandboxReply)
+    /// Close the connection without an answer (the `drop` and `hang` faults).
+    case dropConnection
+}
+
+/// The simulator's routes, one table for every server that mounts it (the standalone one's Hummingbird
+/// router, the relay's front door).
+enum SandboxRoute: Sendable, Equatable {
+    /// `POST /sandbox/prove/token`
+    case token
+    /// `POST /sandbox/prove/v3/{unify, unify-status, unify-bind, start, validate, challenge, complete}`
+    case api(ProveSandbox.APIEndpoint)
+    /// `GET /sandbox/outbox?phoneNumber=N`
+    case outbox
+    /// `GET /sandbox/link/{id}`: the Instant Link page; `?decline=1` declines.
+    case link(id: String)
+    /// `GET /sandbox/faults`
+    case faults
+    /// `PUT /sandbox/faults/{endpoint}`
+    case setFault(endpoint: String)
+    /// `DELETE /sandbox/faults/{endpoint}`
+    case clearFault(endpoint: String)
+    /// `DELETE /sandbox/faults`
+    case clearFaults
+
+    init?(method: String, path: some StringProtocol) {
+        let parts = String(path).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count >= 3, parts[0].isEmpty, parts[1] == "sandbox" else { return nil }
+        switch (method, Array(parts.dropFirst(2))) {
+        case ("POST", ["prove", "token"]): self = .token
+        case ("POST", let rest) where rest.count == 3 && rest[0] == "prove" && rest[1] == "v3":
+            guard let endpoint = ProveSandbox.APIEndpoint(rawValue: rest[2]) else { return nil }
+            self = .api(endpoint)
+        case ("GET", ["outbox"]): self = .outbox
+        case ("GET", let rest) where rest.count == 2 && rest[0] == "link" && !rest[1].isEmpty: self = .link(id: rest[1])
+        case ("GET", ["faults"]): self = .faults
+        case ("PUT", let rest) where rest.count == 2 && rest[0] == "faults" && !rest[1].isEmpty:
+            self = .setFault(endpoint: rest[1])
+        case ("DELETE", let rest) where rest.count == 2 && rest[0] == "faults" && !rest[1].isEmpty:
+            self = .clearFault(endpoint: rest[1])
+        case ("DELETE", ["faults"]): self = .clearFaults
+        default: return nil
+        }
+    }
+
+    /// The endpoint whose fault applies to this route; the outbox, the link page and the controls have none.
+    var faultEndpoint: SandboxEndpoint? {
+        switch self {
+        case .token: .token
+        case .api(let endpoint): endpoint.faultEndpoint
+        default: nil
+        }
+    }
+}
+
+extension ProveSandbox {
+    /// Answers one request to `/sandbox/…`, as any server hands it over; nil when no route of the simulator
+    /// has this method and path.
+    ///
+    /// - Parameters:
+    ///   - query: the query string as sent (still percent-encoded).
+    ///   - body: reads the request's body: nil when it is 4 KB or larger. Read only when no fault answers first.
+    ///   - hold: holds a request that a `hang` fault never answers, by running its argument, cut short when the
+    ///     client leaves; the connection is then dropped.
+    public nonisolated func respond(
+        method: String, path: String, query: String?, authorization: String?,
+        body: () async -> [UInt8]?, hold: (@Sendable () async -> Void) async -> Void
+    ) async -> SandboxResponse? {
+        guard let route = SandboxRoute(method: method, path: path) else { return nil }
+        if let endpoint = route.faultEndpoint, let faulted = await faulted(endpoint, hold: hold) { return faulted }
+        let fields = query.map { Self.parseForm($0) } ?? [:]
+        switch route {
+        case .token:
+            return .reply(await token(form: await body()))
+        case .api(let endpoint):
+            return .reply(await handle(endpoint, authorization: authorization, body: await body()))
+        case .outbox:
+            // A `+` in a query string reads as a space.
+            let phone = fields["phoneNumber"]?.replacingOccurrences(of: " ", with: "+")
+            return .reply(await outboxReply(phoneNumber: phone?.isEmpty == false ? phone : nil))
+        case .link(let id):
+            return .reply(await openLink(id: id, decline: fields["decline"] == "1"))
+        case .faults:
+            return .reply(await faultListReply())
+        case .setFault(let endpoint):
+            return .reply(await putFaultReply(endpoint: endpoint, body: await body()))
+        case .clearFault(let endpoint):
+            return .reply(await deleteFaultReply(endpoint: endpoint))
+        case .clearFaults:
+            await clearFaults()
+            return .reply(.noContent)
+        }
+    }
+}
