@@ -91,12 +91,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // What two or more test targets use: a manual clock, a log capture, a scripted Prove.
+        // What two or more test targets use: a manual clock, a log capture.
         .target(
             name: "LinkRelayTestSupport",
-            dependencies: [
-                "LinkRelayCore", "LinkRelaySupport", "ProveAPI", .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["LinkRelayCore", "LinkRelaySupport", .product(name: "Logging", package: "swift-log")],
             path: "Tests/LinkRelayTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -115,6 +113,7 @@ let package = Package(
             dependencies: [
                 "ProveAPI",
                 "ProveSandbox",
+                "LinkRelaySupport",
                 "LinkRelayTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -128,6 +127,7 @@ let package = Package(
             dependencies: [
                 "ProveSandbox",
                 "ProveAPI",
+                "LinkRelaySupport",
                 "LinkRelayTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -153,6 +153,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -16,11 +16,32 @@ public struct LinkRelay: Sendable {
     public let sandbox: ProveSandbox?
     public let metrics: RelayMetrics
     let service: SessionService
+    let frontDoor: FrontDoor.Services
     let hub: ChannelHub
     let draining: Draining
     let running: AsyncStream<Void>
 
     public var store: any SessionStore { service.store }
+
+    /// Answers `request` through the route table without a socket, as `FrontDoor` would: a test's way to
+    /// reach a handler. A channel's request opens no channel here: nil.
+    func respond(to request: RelayRequest) async -> Answer? {
+        var request = request
+        guard let (route, parameters) = frontDoor.routes.match(request.method, request.path) else {
+            return frontDoor.routes.unmatched(request, errors: frontDoor.errors)
+        }
+        request.parameters = parameters
+        switch route.reply(to: request, errors: frontDoor.errors) {
+        case .now(let answer): return answer
+        case .channel: return nil
+        case .later(let work):
+            do {
+                return try await work()
+            } catch {
+                return frontDoor.errors.answer(for: error, audience: route.audience)
+            }
+        }
+    }
 
     /// Returns once the server listens (or at once if it already does).
     public func waitUntilRunning() async {
@@ -171,5 +192,5 @@ public func buildLinkRelay(
         ] + instances + [server]
     return LinkRelay(
         configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
-        service: service, hub: hub, draining: draining, running: running)
+        service: service, frontDoor: frontDoor, hub: hub, draining: draining, running: running)
 }

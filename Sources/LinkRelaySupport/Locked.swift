@@ -14,10 +14,10 @@
 /// every call runs generic code that looks up the value's type at run time.
 public final class Locked<Value>: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    @usableFromInline var value: Value
+    @usableFromInline var guarded: Value
 
     public init(_ value: Value) {
-        self.value = value
+        guarded = value
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         let status = pthread_mutex_init(mutex, nil)
@@ -29,11 +29,14 @@ public final class Locked<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
+    /// The value as it is now.
+    public var value: Value { withLock { $0 } }
+
     /// Runs `body` with the value, holding the lock. Never await or block in `body`.
     @inlinable
     public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+        return try body(&guarded)
     }
 }

@@ -47,22 +47,40 @@ struct LandingTests {
         ("asc=true&authId=\(long)", 400),
     ]
 
+    /// The table through the route table and the landing's controller, on a relay that is built but not
+    /// started: no socket, no server per case.
     @Test("Landing inputs", arguments: cases)
     func landing(query: String, status: Int) async throws {
+        let relay = try await TestRelay.unstarted()
+        let session = try await relay.service.create(
+            CreateSessionRequest(phoneNumber: "2001004014"), idempotencyKey: nil)
+        let target = "/l/\(session.linkKey)" + (query.isEmpty ? "" : "?" + query)
+        let answer = try #require(await relay.respond(to: RelayRequest(.GET, target)))
+        let body = String(buffer: answer.body)
+        #expect(Int(answer.status.code) == status, "\(query.prefix(80)) answered \(answer.status)")
+        #expect(answer.headers["Location"].isEmpty, "a landing never redirects")
+        #expect(!body.contains("evil.example"))
+        #expect(answer.headers.first(name: "Content-Type") == "text/html; charset=utf-8")
+        let events = try await relay.store.events(sessionID: session.id, after: 0).map(\.kind.type)
+        if status == 200 {
+            #expect(events == ["waiting", "tapped"])
+        } else {
+            #expect(events == ["waiting"], "a rejected landing changes nothing")
+            #expect(try await relay.store.session(id: session.id)?.state == .waiting)
+            #expect(body.contains("not valid"))
+        }
+    }
+
+    @Test("End to end, a landing's answer is the controller's: a valid one, a bad asc, a repeated authId")
+    func landingOverHTTP() async throws {
         try await TestRelay.run { relay in
-            let created = try await relay.createSession()
-            let answer = try await relay.request(.GET, created.finalTargetUrl + (query.isEmpty ? "" : "?" + query))
-            #expect(answer.status == status, "\(query.prefix(80)) answered \(answer.status)")
-            #expect(answer.header("Location") == nil, "a landing never redirects")
-            #expect(!answer.body.contains("evil.example"))
-            #expect(answer.header("Content-Type") == "text/html; charset=utf-8")
-            let session = try await relay.session(created.sessionId)
-            if status == 200 {
-                #expect(session.events.map(\.type).prefix(2) == ["waiting", "tapped"])
-            } else {
-                #expect(session.events.map(\.type) == ["waiting"], "a rejected landing changes nothing")
-                #expect(session.state == "waiting")
-                #expect(answer.body.contains("not valid"))
+            for (query, status) in [Self.cases[0], Self.cases[7], Self.cases[26]] {
+                let created = try await relay.createSession()
+                let answer = try await relay.request(.GET, created.finalTargetUrl + "?" + query)
+                #expect(answer.status == status, "\(query.prefix(80)) answered \(answer.status)")
+                #expect(answer.header("Content-Type") == "text/html; charset=utf-8")
+                let events = try await relay.session(created.sessionId).events.map(\.type)
+                #expect(events.prefix(2) == (status == 200 ? ["waiting", "tapped"] : ["waiting"]))
             }
         }
     }
@@ -178,7 +196,7 @@ struct LandingTests {
             let port = try #require(URLComponents(string: relay.base)?.port)
             let landing = try #require(URLComponents(string: created.finalTargetUrl)).path
             let host = "Host: 127.0.0.1:\(port)\r\n"
-            // Sent at once: Hummingbird answers the first, the relay's landing handler the second.
+            // Sent at once: the front door answers each in its turn.
             let answer = try await rawExchange(
                 port: port,
                 "GET /healthz HTTP/1.1\r\n\(host)\r\n"

@@ -1,7 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import LinkRelayCore
-import LinkRelaySupport
+import LinkRelayTestSupport
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -9,37 +9,6 @@ import ServiceLifecycle
 import Testing
 
 @testable import LinkRelayServer
-
-/// Every log line the relay wrote during a test, to check that no secret reaches a log.
-final class LogCapture: Sendable {
-    private let lines = Locked<[String]>([])
-
-    var all: [String] { lines.withLock { $0 } }
-
-    func append(_ line: String) { lines.withLock { $0.append(line) } }
-
-    func logger(level: Logger.Level = .trace) -> Logger {
-        var logger = Logger(label: "linkrelay.test") { _ in CapturingHandler(capture: self) }
-        logger.logLevel = level
-        return logger
-    }
-
-    struct CapturingHandler: LogHandler {
-        let capture: LogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            capture.append("\(event.level) \(event.message) \(merged) \(event.source)")
-        }
-    }
-}
 
 /// What `POST /v1/sessions` answered.
 struct Created: Decodable {
@@ -177,6 +146,17 @@ struct TestRelay {
             return false
         }
         return true
+    }
+
+    /// A relay built as `run` builds it, on the memory store, but not started: `LinkRelay.respond(to:)`
+    /// answers requests through its route table without a socket.
+    static func unstarted(clock: any RelayClock = ManualClock(), flags: [String: [String]] = [:]) async throws
+        -> LinkRelay
+    {
+        var all: [String: [String]] = ["port": ["8080"], "store": ["memory"], "api-key": [apiKey]]
+        all.merge(flags) { $1 }
+        return try await buildLinkRelay(
+            try RelayConfiguration.resolve(flags: all, environment: [:]), logger: quietLogger(), clock: clock)
     }
 
     func request(

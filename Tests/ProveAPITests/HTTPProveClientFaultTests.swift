@@ -1,5 +1,7 @@
 import AsyncHTTPClient
 import Foundation
+import LinkRelaySupport
+import LinkRelayTestSupport
 import ProveAPI
 import Testing
 
@@ -284,7 +286,7 @@ import Testing
     }
 
     @Test func jitterIsFullAndRandomized() {
-        let values = LockedBox<[Double]>([0, 0.25, 0.999])
+        let values = Locked<[Double]>([0, 0.25, 0.999])
         let policy = RetryPolicy(random: { values.withLock { $0.removeFirst() } })
         #expect(policy.jitteredDelay(retry: 3) == .zero)
         #expect(policy.jitteredDelay(retry: 3) == .milliseconds(100))

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import LinkRelayTestSupport
 import Logging
 import ProveAPI
 import ProveSandbox
@@ -197,8 +198,8 @@ import Testing
     }
 
     @Test func logsNeverContainSecrets() async throws {
-        let lines = LockedBox<[String]>([])
-        let logger = Logger(label: "capture", factory: { _ in CapturingLogHandler(lines: lines) })
+        let capture = LogCapture()
+        let logger = capture.logger(label: "capture")
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         let authToken = try await withLiveSandbox(sandbox) { baseURL in
             try await withHTTPClient { http in
@@ -221,8 +222,8 @@ import Testing
                 return unify.authToken ?? ""
             }
         }
-        let all = lines.value.joined(separator: "\n")
-        #expect(!lines.value.isEmpty)
+        let all = capture.all.joined(separator: "\n")
+        #expect(!capture.all.isEmpty)
         #expect(!all.contains(ProveSandbox.clientSecret))
         #expect(!all.contains("eyJ"))
         #expect(!all.contains(authToken))

@@ -2,27 +2,16 @@ import AsyncHTTPClient
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LinkRelaySupport
+import LinkRelayTestSupport
 import Logging
 import ProveAPI
 import ProveSandbox
 import Testing
 
-final class LockedBox<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-
-    init(_ value: Value) { stored = value }
-
-    var value: Value { lock.withLock { stored } }
-
-    func withLock<R>(_ body: (inout Value) -> R) -> R {
-        lock.withLock { body(&stored) }
-    }
-}
-
 /// Records the backoff sleeps instead of sleeping.
 final class SleepRecorder: Sendable {
-    let sleeps = LockedBox<[Duration]>([])
+    let sleeps = Locked<[Duration]>([])
 
     var sleep: @Sendable (Duration) async throws -> Void {
         { [sleeps] duration in sleeps.withLock { $0.append(duration) } }
@@ -31,7 +20,7 @@ final class SleepRecorder: Sendable {
 
 /// Records every attempt reported to the observer.
 final class ObserverRecorder: ProveCallObserver {
-    let calls = LockedBox<[String]>([])
+    let calls = Locked<[String]>([])
 
     func proveCall(endpoint: String, status: String, duration: Duration) {
         calls.withLock { $0.append("\(endpoint) \(status)") }
@@ -40,28 +29,10 @@ final class ObserverRecorder: ProveCallObserver {
 
 /// A settable client clock: `now()` is the real clock plus an offset.
 final class OffsetClock: Sendable {
-    let offset = LockedBox<Duration>(.zero)
+    let offset = Locked<Duration>(.zero)
 
     var now: @Sendable () -> ContinuousClock.Instant {
         { [offset] in ContinuousClock.now + offset.value }
-    }
-}
-
-/// A log handler that keeps every rendered line (message and metadata).
-struct CapturingLogHandler: LogHandler {
-    let lines: LockedBox<[String]>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let all = self.metadata.merging(event.metadata ?? [:]) { $1 }
-        let (level, message) = (event.level, event.message)
-        lines.withLock { $0.append("\(level) \(message) \(all)") }
     }
 }
 
@@ -89,10 +60,6 @@ func withLiveSandbox<T: Sendable>(
         let port = try #require(client.port)
         return try await body("http://127.0.0.1:\(port)/sandbox/prove")
     }
-}
-
-func quietLogger() -> Logger {
-    Logger(label: "prove-test", factory: { _ in SwiftLogNoOpLogHandler() })
 }
 
 let sandboxCredentials = ProveCredentials(clientID: ProveSandbox.clientID, clientSecret: ProveSandbox.clientSecret)

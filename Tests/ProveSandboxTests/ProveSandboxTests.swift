@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LinkRelaySupport
 import Logging
 import ProveAPI
 import Testing
@@ -428,7 +429,7 @@ import Testing
 
 /// A settable clock for the sandbox.
 final class TestDateClock: Sendable {
-    private let offset = LockedBox<TimeInterval>(0)
+    private let offset = Locked<TimeInterval>(0)
     private let base = Date()
 
     var now: @Sendable () -> Date {
@@ -437,18 +438,5 @@ final class TestDateClock: Sendable {
 
     func advance(by seconds: TimeInterval) {
         offset.withLock { $0 += seconds }
-    }
-}
-
-final class LockedBox<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-
-    init(_ value: Value) { stored = value }
-
-    var value: Value { lock.withLock { stored } }
-
-    func withLock<R>(_ body: (inout Value) -> R) -> R {
-        lock.withLock { body(&stored) }
     }
 }

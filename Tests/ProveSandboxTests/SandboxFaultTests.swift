@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LinkRelayTestSupport
 import Logging
 import ProveAPI
 import Testing
@@ -335,7 +336,7 @@ import Testing
 
 /// Faults as a client over TCP sees them: these need a live server.
 @Suite(.timeLimit(.minutes(1))) struct SandboxFaultLiveTests {
-    static let quietLogger = Logger(label: "sandbox-faults", factory: { _ in SwiftLogNoOpLogHandler() })
+    static let quietLogger = LinkRelayTestSupport.quietLogger("sandbox-faults")
 
     /// A router with `BasicRequestContext`, which does not hand over its connection: a drop cancels the
     /// connection's task instead of closing it (the standalone sandbox's context closes it).

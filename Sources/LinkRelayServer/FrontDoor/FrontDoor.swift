@@ -166,13 +166,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         guard let route else {
             return respond(services.routes.unmatched(request, errors: services.errors), head: head, keepAlive, context)
         }
-        let reply: Reply
-        do {
-            reply = try route.handler(request)
-        } catch {
-            reply = .now(services.errors.answer(for: error, audience: route.audience))
-        }
-        switch reply {
+        switch route.reply(to: request, errors: services.errors) {
         case .now(let answer):
             respond(answer, head: head, keepAlive, context)
         case .later(let work):

@@ -32,6 +32,15 @@ struct Route: Sendable {
         self.handler = handler
     }
 
+    /// The handler's reply to `request`; an error it throws is answered as its audience reads errors.
+    func reply(to request: RelayRequest, errors: ErrorMapping) -> Reply {
+        do {
+            return try handler(request)
+        } catch {
+            return .now(errors.answer(for: error, audience: audience))
+        }
+    }
+
     /// A route of the API (`.api`).
     init(
         _ method: HTTPMethod, _ pattern: PathPattern, body maximumBody: Int = 0,

@@ -1,0 +1,218 @@
+import Foundation
+import LinkRelayCore
+import LinkRelaySupport
+import LinkRelayTestSupport
+import ProveAPI
+import Testing
+
+@testable import LinkRelayServer
+
+/// `SessionService` without sockets: the memory store, a manual clock and a scripted Prove.
+@Suite("SessionService", .timeLimit(.minutes(1)))
+struct SessionServiceTests {
+    static let authId = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
+    static let otherAuthId = "9c5b94b1-35ad-49bb-b118-8e8fc24abf80"
+    static let request = CreateSessionRequest(phoneNumber: "2001004014")
+
+    /// The events each publish carried, in order.
+    final class RecordingBus: EventBus {
+        private let published = Locked<[String]>([])
+        var types: [String] { published.value }
+
+        func publish(sessionID: String, events: [SessionEvent]) {
+            published.withLock { $0 += events.map(\.kind.type) }
+        }
+    }
+
+    let clock = ManualClock()
+    let store = MemorySessionStore()
+    let bus = RecordingBus()
+    let prove = ScriptedProve()
+    let service: SessionService
+
+    init() {
+        service = SessionService(
+            store: store, bus: bus, prove: prove, clock: clock, metrics: RelayMetrics(), logger: quietLogger(),
+            publicURL: "https://relay.example", defaultHold: 180)
+    }
+
+    func stored(_ id: String) async throws -> (Session, [String]) {
+        let session = try #require(try await store.session(id: id))
+        return (session, try await store.events(sessionID: id, after: 0).map(\.kind.type))
+    }
+
+    func landing(_ session: Session, asc: Bool = true, authId: String = authId) async throws
+        -> SessionService.LandingResult
+    {
+        try await service.land(linkKey: session.linkKey, parameters: LandingParameters(asc: asc, authId: authId))
+    }
+
+    /// Asks Prove as the verifier does, until the session is settled or its hold ends.
+    func verify(_ session: Session) async {
+        await Verifier(service: service).verify(sessionID: session.id)
+    }
+
+    // MARK: - create
+
+    @Test("A create starts Prove's desktop flow with the relay's own link, stores `waiting` and schedules the expiry")
+    func create() async throws {
+        let session = try await service.create(Self.request, idempotencyKey: nil)
+        let unify = try #require(prove.unifyCalls.first)
+        #expect(unify.possessionType == "desktop")
+        #expect(unify.phoneNumber == "2001004014")
+        #expect(unify.finalTargetUrl == "https://relay.example/l/" + session.linkKey)
+        #expect(session.linkKey.count == SessionService.linkKeyLength)
+        #expect(session.expiresAt == clock.now().addingTimeInterval(180))
+        let (_, events) = try await stored(session.id)
+        #expect(events == ["waiting"])
+        #expect(bus.types == ["waiting"])
+        #expect(service.expiries.next == session.expiresAt)
+    }
+
+    @Test("Prove's refusal of a create is thrown as it is, and nothing is stored")
+    func createRefused() async throws {
+        let refusal = ProveClientError.rejected(status: 400, body: ProveErrorBody(code: 8007, message: "no test user"))
+        prove.answerUnify(.failure(refusal))
+        await #expect(throws: refusal) { try await service.create(Self.request, idempotencyKey: nil) }
+        #expect(try await store.activeSessions().isEmpty)
+        #expect(bus.types.isEmpty)
+    }
+
+    @Test("The same Idempotency-Key and body give the same session and one Prove flow; another body is refused")
+    func idempotency() async throws {
+        let first = try await service.create(Self.request, idempotencyKey: "order-42")
+        let again = try await service.create(Self.request, idempotencyKey: "order-42")
+        #expect(again.id == first.id)
+        #expect(prove.unifyCalls.count == 1)
+        await #expect(throws: SessionError.idempotencyKeyReused) {
+            try await service.create(CreateSessionRequest(phoneNumber: "2001004018"), idempotencyKey: "order-42")
+        }
+        #expect(prove.unifyCalls.count == 1)
+    }
+
+    @Test("Repeats of an Idempotency-Key sent while the first is with Prove wait for it: one flow, one session")
+    func concurrentIdempotency() async throws {
+        prove.holdUnify()
+        async let first = service.create(Self.request, idempotencyKey: "order-43")
+        await prove.waitForCalls(1)
+        async let second = service.create(Self.request, idempotencyKey: "order-43")
+        prove.releaseUnify()
+        let (a, b) = try await (first, second)
+        #expect(a.id == b.id)
+        #expect(prove.unifyCalls.count == 1)
+    }
+
+    // MARK: - landing
+
+    @Test("The first landing emits `tapped` with its asc and asks for verification; a second adds its authId only")
+    func land() async throws {
+        let session = try await service.create(Self.request, idempotencyKey: nil)
+        #expect(try await landing(session, asc: false).name == "accepted")
+        #expect(try await landing(session, authId: Self.otherAuthId).name == "accepted")
+        let (stored, events) = try await stored(session.id)
+        #expect(events == ["waiting", "tapped"])
+        #expect(stored.state == .tapped)
+        #expect(stored.verificationPending)
+        #expect(stored.seenAuthIds == [Self.authId, Self.otherAuthId])
+        let tapped = try await store.events(sessionID: session.id, after: 1)
+        #expect(tapped.first?.kind == .tapped(asc: false), "asc is recorded, never trusted")
+    }
+
+    @Test("A landing on an unknown key or past the hold changes nothing")
+    func closedLandings() async throws {
+        let session = try await service.create(Self.request, idempotencyKey: nil)
+        var unknown = session
+        unknown.linkKey = String(repeating: "A", count: SessionService.linkKeyLength)
+        #expect(try await landing(unknown).name == "unknown")
+        clock.advance(by: 180)
+        #expect(try await landing(session).name == "expired")
+        #expect(try await stored(session.id).1 == ["waiting"])
+    }
+
+    // MARK: - verification
+
+    @Test("While Prove says pending, the verifier asks again a second later; `true` ends the session verified")
+    func verifyAfterPending() async throws {
+        let session = try await service.create(Self.request, idempotencyKey: nil)
+        _ = try await landing(session)
+        prove.answerStatus(
+            .success(.init(success: "pending")),
+            .success(.init(success: "true", phoneNumber: "2001004014", proveId: "p-1", clientRequestId: "r-1")))
+        async let verified: Void = verify(session)
+        await clock.waitForSleepers(1)
+        #expect(prove.statusCalls.count == 1)
+        clock.advance(by: 1)
+        await verified
+        let (stored, events) = try await stored(session.id)
+        #expect(events == ["waiting", "tapped", "result"])
+        #expect(stored.state == .verified)
+        #expect(stored.result?.proveId == "p-1")
+        #expect(!stored.verificationPending)
+        #expect(prove.statusCalls.map(\.correlationId) == [session.correlationId, session.correlationId])
+    }
+
+    @Test("Prove refusing the question ends the session failed, with the reason")
+    func verifyRefused() async throws {
+        let session = try await service.create(Self.request, idempotencyKey: nil)
+        _ = try await landing(session)
+        prove.answerStatus(.failure(.rejected(status: 400, body: ProveErrorBody(code: 8008, message: "gone"))))
+        await verify(session)
+        let (stored, _) = try await stored(session.id)
+        #expect(stored.state == .failed)
+        #expect(stored.result?.reason == "Prove rejected unify-status with 400 (code 8008)")
+    }
+
+    // MARK: - expiry and cancel
+
+    @Test("A session nobody tapped expires at its hold's end, not before")
+    func expire() async throws {
+        let session = try await service.create(Self.request, idempotencyKey: nil)
+        clock.advance(by: 179)
+        try await service.expire(sessionID: session.id)
+        #expect(try await stored(session.id).1 == ["waiting"])
+        clock.advance(by: 1)
+        try await service.expire(sessionID: session.id)
+        #expect(try await stored(session.id).1 == ["waiting", "expired"])
+        #expect(service.expiries.due(at: clock.now()).isEmpty, "an ended session needs no expiry")
+    }
+
+    @Test("A tapped session whose result never came fails at the hold's end, saying why")
+    func expireTapped() async throws {
+        let session = try await service.create(Self.request, idempotencyKey: nil)
+        _ = try await landing(session)
+        clock.advance(by: 180)
+        try await service.expire(sessionID: session.id)
+        let (stored, events) = try await stored(session.id)
+        #expect(events == ["waiting", "tapped", "result"])
+        #expect(stored.state == .failed)
+        #expect(stored.result?.reason == "No result from Prove before the hold ended: Prove still said pending")
+    }
+
+    @Test("Cancel ends a live session once; an ended or unknown one is refused; its authIds see the final page")
+    func cancel() async throws {
+        let session = try await service.create(Self.request, idempotencyKey: nil)
+        _ = try await landing(session)
+        let cancelled = try await service.cancel(sessionID: session.id)
+        #expect(cancelled.state == .cancelled)
+        await #expect(throws: SessionError.alreadyEnded) { try await service.cancel(sessionID: session.id) }
+        await #expect(throws: SessionError.notFound) { try await service.cancel(sessionID: "ses_nope") }
+        #expect(try await landing(session).name == "finalPage", "a seen authId")
+        #expect(try await landing(session, authId: Self.otherAuthId).name == "alreadyUsed", "an unseen authId")
+        #expect(try await stored(session.id).1 == ["waiting", "tapped", "cancelled"])
+        #expect(bus.types == ["waiting", "tapped", "cancelled"])
+    }
+}
+
+extension SessionService.LandingResult {
+    /// The case, for a test's expectation.
+    var name: String {
+        switch self {
+        case .accepted: "accepted"
+        case .awaitingConfirmation: "awaitingConfirmation"
+        case .finalPage: "finalPage"
+        case .unknown: "unknown"
+        case .expired: "expired"
+        case .alreadyUsed: "alreadyUsed"
+        }
+    }
+}
