@@ -1,30 +1,5 @@
 import Foundation
 
-/// A Prove endpoint of the sandbox that a fault can be set on.
-///
-/// Faults never apply to the outbox, the Instant Link page or the fault control endpoints.
-public enum SandboxEndpoint: String, CaseIterable, Codable, Sendable {
-    case token
-    case unify
-    case unifyStatus = "unify-status"
-    case unifyBind = "unify-bind"
-    case start
-    case validate
-    case challenge
-    case complete
-    /// `*`: every Prove endpoint that has no fault of its own.
-    case all = "*"
-
-    /// The endpoint named `name` ("token", "unify", …, "*").
-    public init(name: String) throws(SandboxFaultError) {
-        guard let endpoint = SandboxEndpoint(rawValue: name) else {
-            let names = Self.allCases.map(\.rawValue).joined(separator: ", ")
-            throw SandboxFaultError("unknown endpoint \"\(name)\" (expected one of \(names))")
-        }
-        self = endpoint
-    }
-}
-
 /// Why a fault spec, a fault or an endpoint name was refused; `description` is one line naming the problem.
 public struct SandboxFaultError: Error, CustomStringConvertible, Equatable, Sendable {
     public var description: String
@@ -318,47 +293,5 @@ public struct SandboxFaultList: Codable, Sendable, Equatable {
 
     public init(faults: [String: SandboxFault]) {
         self.faults = faults
-    }
-}
-
-/// The faults set on a sandbox and the request counts their error rates run on.
-struct SandboxFaultTable: Sendable {
-    /// What the sandbox does with one request.
-    struct Decision: Sendable, Equatable {
-        /// The key of the fault that applies: an endpoint name or "*".
-        var key: String
-        var latency: Duration?
-        /// `nil`: answer normally (after `latency`).
-        var failure: SandboxFault.Failure?
-    }
-
-    private(set) var faults: [String: SandboxFault] = [:]
-    /// Fault key → endpoint → requests since the fault was set.
-    private var requestCounts: [String: [String: Int]] = [:]
-
-    mutating func set(_ fault: SandboxFault, for endpoint: SandboxEndpoint) throws(SandboxFaultError) {
-        try fault.validate()
-        requestCounts[endpoint.rawValue] = nil
-        faults[endpoint.rawValue] = fault.isEmpty ? nil : fault
-    }
-
-    mutating func clear(_ endpoint: SandboxEndpoint) {
-        faults[endpoint.rawValue] = nil
-        requestCounts[endpoint.rawValue] = nil
-    }
-
-    mutating func clearAll() {
-        faults.removeAll()
-        requestCounts.removeAll()
-    }
-
-    /// Counts a request to `endpoint` and decides its fate. The endpoint's own fault wins over `*`.
-    mutating func decide(_ endpoint: SandboxEndpoint) -> Decision? {
-        let key = faults[endpoint.rawValue] != nil ? endpoint.rawValue : SandboxEndpoint.all.rawValue
-        guard let fault = faults[key] else { return nil }
-        let number = requestCounts[key, default: [:]][endpoint.rawValue, default: 0] + 1
-        requestCounts[key, default: [:]][endpoint.rawValue] = number
-        let failure = fault.fails(requestNumber: number) ? fault.failure : nil
-        return Decision(key: key, latency: fault.latency, failure: failure)
     }
 }

@@ -185,7 +185,7 @@ extension SQLiteStoreTests {
 
         let old = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
         _ = try await old.query("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-        for statement in SQLiteSessionStore.migrations[0] { _ = try await old.query(statement) }
+        for statement in SQLiteMigrations.steps[0] { _ = try await old.query(statement) }
         _ = try await old.query("INSERT INTO schema_version (version) VALUES (1)")
         let encoder = JSONEncoder()
         let data = String(decoding: try encoder.encode(session), as: UTF8.self)
@@ -215,19 +215,19 @@ extension SQLiteStoreTests {
 
         let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
         let version = try await check.query("SELECT MAX(version) AS v FROM schema_version").first?.column("v")?.integer
-        #expect(version == SQLiteSessionStore.schemaVersion)
+        #expect(version == SQLiteMigrations.schemaVersion)
         try await check.close()
     }
 }
 
 extension SQLiteStoreTests {
     /// Puts `session` in the cache as its creation's commit does: waiting, with its first event.
-    static func create(_ session: Session, in cache: inout SessionCache) {
+    static func create(_ session: Session, in cache: inout SQLiteSessionCache) {
         cache.inserted(session, SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
     }
 
     /// Ends `session` (expired) in the cache, as the commit of that update does.
-    static func end(_ session: Session, in cache: inout SessionCache) {
+    static func end(_ session: Session, in cache: inout SQLiteSessionCache) {
         var ended = session
         let event = ended.record(.expired, at: Date())
         ended.version += 1
@@ -236,7 +236,7 @@ extension SQLiteStoreTests {
 
     @Test("The cache keeps live sessions up to its capacity and the ones that ended last")
     func cacheCapacities() {
-        var cache = SessionCache(liveCapacity: 2, endedCapacity: 2)
+        var cache = SQLiteSessionCache(liveCapacity: 2, endedCapacity: 2)
         let sessions = (0..<4).map { Self.session($0) }
         for session in sessions { Self.create(session, in: &cache) }
         #expect(sessions.map { cache.entry(id: $0.id) != nil } == [true, true, false, false], "two live at most")
@@ -252,7 +252,7 @@ extension SQLiteStoreTests {
 
     @Test("An ended session leaves the cache at the second release after it ended; live ones stay")
     func cacheRelease() {
-        var cache = SessionCache(liveCapacity: 10, endedCapacity: 10)
+        var cache = SQLiteSessionCache(liveCapacity: 10, endedCapacity: 10)
         let sessions = (0..<3).map { Self.session($0) }
         for session in sessions { Self.create(session, in: &cache) }
         func end(_ index: Int) { Self.end(sessions[index], in: &cache) }
@@ -273,7 +273,7 @@ extension SQLiteStoreTests {
 
     @Test("Once every ended session has left the cache, the ring that kept their order gives back its room")
     func cacheReleasesEndedRoom() {
-        var cache = SessionCache(liveCapacity: 3_000, endedCapacity: 2_048)
+        var cache = SQLiteSessionCache(liveCapacity: 3_000, endedCapacity: 2_048)
         let sessions = (0..<3_000).map { Self.session($0) }
         for session in sessions {
             Self.create(session, in: &cache)

@@ -134,9 +134,3 @@ enum LimitKind: String, CaseIterable, Sendable {
     case channelsPerSession = "channels_per_session"
     case channelsPerIP = "channels_per_ip"
 }
-
-enum ChannelTransport: String, CaseIterable, Sendable {
-    case websocket
-    case sse
-    case longpoll
-}

@@ -19,7 +19,7 @@ import SQLiteNIO
 /// The WAL is copied into the database file (a checkpoint) by a connection on a thread of its own,
 /// every `checkpointInterval`. Left to SQLite, the commit that takes the WAL past 1,000 pages does it,
 /// and that commit, with every write queued behind it, waits for the copy and its two fsyncs. See
-/// `Checkpointer.run()` for how the WAL still starts over.
+/// `SQLiteCheckpointer.run()` for how the WAL still starts over.
 ///
 /// Sessions are also kept in memory as last committed, with their events: every live one (waiting or
 /// tapped) and the last 2,048 that ended, for one to two rounds of `releaseMemory`. So the reads of a
@@ -42,15 +42,16 @@ final class SQLiteSessionStore: SessionStore {
 
     private let writer: SQLiteWriter
     private let readers: [(connection: SQLiteConnection, lock: AsyncMutex)]
-    private let checkpointer: Checkpointer
+    private let checkpointer: SQLiteCheckpointer
     private let checkpointing: Task<Void, Never>
     private let closing = Locked<Task<Void, any Error>?>(nil)
     private let nextReader = Locked(0)
-    private let cache = Locked(SessionCache(liveCapacity: liveCapacity, endedCapacity: endedCapacity))
+    private let cache = Locked(SQLiteSessionCache(liveCapacity: liveCapacity, endedCapacity: endedCapacity))
     private let decoder = JSONDecoder()
 
     private init(
-        writer: SQLiteWriter, readers: [SQLiteConnection], checkpointer: Checkpointer, checkpointInterval: Duration?,
+        writer: SQLiteWriter, readers: [SQLiteConnection], checkpointer: SQLiteCheckpointer,
+        checkpointInterval: Duration?,
         logger: Logger
     ) {
         self.writer = writer
@@ -101,8 +102,8 @@ final class SQLiteSessionStore: SessionStore {
                 on: MultiThreadedEventLoopGroup.singleton.any())
             checkpointConnection = connection
             _ = try await connection.query("PRAGMA busy_timeout=5000")
-            try await migrate(connection)
-            let checkpointer = Checkpointer(
+            try await SQLiteMigrations.migrate(connection)
+            let checkpointer = SQLiteCheckpointer(
                 connection: connection, thread: checkpointThread,
                 files: SyncedFiles(paths: [path, path + "-wal"]), writer: writer)
             return SQLiteSessionStore(
@@ -120,83 +121,6 @@ final class SQLiteSessionStore: SessionStore {
     @discardableResult
     func checkpoint() async throws -> (walPages: Int, copied: Int) {
         try await checkpointer.run()
-    }
-
-    /// The checkpoint's connection, on a thread of its own.
-    private struct Checkpointer: Sendable {
-        let connection: SQLiteConnection
-        let thread: NIOThreadPool
-        let files: SyncedFiles
-        let writer: SQLiteWriter
-
-        /// The copy runs while writes go on. But the WAL starts over only at a write that finds all of it
-        /// copied, and under load a write always lands while the copy runs. So once the WAL has
-        /// `restartPages`, writes wait while what was appended meanwhile is copied too (SQLite's
-        /// `RESTART`), and the next write starts the WAL over.
-        ///
-        /// That wait is two syncs: of the WAL before its copy, of the database file after. But SQLite syncs
-        /// the file only after a copy that reached the WAL's end, so none of the copy below has been synced,
-        /// and the `RESTART`'s sync would flush all of it (on this kind of VM, from 5 ms to a quarter of a
-        /// second) with every write held. Both files are synced first, here, so it flushes only what came
-        /// since. Should that fail, the `RESTART` syncs them as before.
-        @discardableResult
-        func run() async throws -> (walPages: Int, copied: Int) {
-            let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first
-            let copied = (walPages: row?.column("log")?.integer ?? 0, copied: row?.column("checkpointed")?.integer ?? 0)
-            guard copied.walPages >= restartPages else { return copied }
-            try? await thread.runIfActive { files.sync() }
-            return try await writer.alone { try $0.restartWAL() }
-        }
-    }
-
-    /// The schema's versions, in order: each brings the file from the one before. A new file gets them all.
-    static let migrations: [[String]] = [
-        [
-            """
-            CREATE TABLE IF NOT EXISTS sessions (
-                id TEXT PRIMARY KEY, link_key TEXT NOT NULL UNIQUE, idempotency_key TEXT UNIQUE,
-                state TEXT NOT NULL, version INTEGER NOT NULL, data TEXT NOT NULL)
-            """,
-            "CREATE INDEX IF NOT EXISTS sessions_active ON sessions (state) WHERE state IN ('waiting', 'tapped')",
-            """
-            CREATE TABLE IF NOT EXISTS events (
-                session_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
-                PRIMARY KEY (session_id, seq)) WITHOUT ROWID
-            """,
-        ],
-        // A session's events move into its row (a JSON array), so that every write is one statement.
-        [
-            "ALTER TABLE sessions ADD COLUMN events TEXT NOT NULL DEFAULT '[]'",
-            """
-            UPDATE sessions SET events = (
-                SELECT json_group_array(json(data) ORDER BY seq) FROM events WHERE session_id = sessions.id)
-            """,
-            "DROP TABLE events",
-        ],
-    ]
-
-    static var schemaVersion: Int { migrations.count }
-
-    /// Creates or upgrades the schema, one version per transaction; safe to run on every start.
-    private static func migrate(_ connection: SQLiteConnection) async throws {
-        // The version table comes with the first version, so a file that fails it is left as it was.
-        var current = 0
-        if try await !connection.query("SELECT 1 FROM sqlite_master WHERE name = 'schema_version'").isEmpty {
-            let row = try await connection.query("SELECT MAX(version) AS v FROM schema_version").first
-            current = row?.column("v")?.integer ?? 0
-        }
-        for (index, statements) in migrations.enumerated() where index + 1 > current {
-            _ = try await connection.query("BEGIN IMMEDIATE")
-            do {
-                _ = try await connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-                for statement in statements { _ = try await connection.query(statement) }
-                _ = try await connection.query("INSERT INTO schema_version (version) VALUES (?)", [.integer(index + 1)])
-                _ = try await connection.query("COMMIT")
-            } catch {
-                _ = try? await connection.query("ROLLBACK")
-                throw error
-            }
-        }
     }
 
     func insert(_ session: Session, event: SessionEvent) async throws {
@@ -374,151 +298,5 @@ final class SQLiteSessionStore: SessionStore {
 
     private func decode<T: Decodable>(_ type: T.Type, _ row: SQLiteRow) throws -> T {
         try decoder.decode(type, from: Data((row.column("data")?.string ?? "").utf8))
-    }
-}
-
-/// Sessions as last committed, by id and by link key, with their events when this process has seen all
-/// of them (it created the session): every live one (up to `liveCapacity`), and the `endedCapacity`
-/// that ended last, which a desktop's next long-poll and a phone's reload still ask about. Those are
-/// asked about within seconds: an ended session is dropped at the second `release()` after it ended.
-struct SessionCache {
-    struct Entry {
-        var session: Session
-        var events: [SessionEvent]?
-    }
-
-    let liveCapacity: Int
-    let endedCapacity: Int
-    private var live: [String: Entry] = [:]
-    private var ended: [String: Entry] = [:]
-    /// Ended ids in the order they ended; the first `releasable` were already there at the last `release()`.
-    private var endedOrder = CircularBuffer<String>()
-    private var releasable = 0
-    private var idByLinkKey: [String: String] = [:]
-
-    init(liveCapacity: Int, endedCapacity: Int) {
-        self.liveCapacity = liveCapacity
-        self.endedCapacity = endedCapacity
-    }
-
-    func entry(id: String) -> Entry? { live[id] ?? ended[id] }
-
-    /// The room the ring of ended ids holds; `release` gives it back once the ring is empty.
-    var endedRoom: Int { endedOrder.capacity }
-
-    func entry(linkKey: String) -> Entry? { idByLinkKey[linkKey].flatMap(entry(id:)) }
-
-    mutating func inserted(_ session: Session, _ event: SessionEvent) {
-        keep(Entry(session: session, events: [event]))
-    }
-
-    mutating func updated(_ session: Session, appending events: [SessionEvent]) {
-        // A session first seen here after a restart has events only the file knows.
-        keep(Entry(session: session, events: entry(id: session.id)?.events.map { $0 + events }))
-    }
-
-    mutating func forget(_ session: Session) {
-        live[session.id] = nil
-        ended[session.id] = nil
-        idByLinkKey[session.linkKey] = nil
-    }
-
-    private mutating func keep(_ entry: Entry) {
-        let id = entry.session.id
-        guard entry.session.state.isTerminal else {
-            guard live[id] != nil || live.count < liveCapacity else { return }
-            live[id] = entry
-            idByLinkKey[entry.session.linkKey] = id
-            return
-        }
-        live[id] = nil
-        idByLinkKey[entry.session.linkKey] = id
-        guard ended.updateValue(entry, forKey: id) == nil else { return }
-        endedOrder.append(id)
-        if endedOrder.count > endedCapacity { dropOldestEnded() }
-    }
-
-    /// Drops the ended sessions that were already kept at the last call, and the room that sessions
-    /// no longer kept took (the ring of ended ids too: 64 KiB once 2,048 sessions had ended).
-    mutating func release() {
-        for _ in 0..<releasable { dropOldestEnded() }
-        if endedOrder.isEmpty { endedOrder.removeAll() }
-        releasable = endedOrder.count
-        live.releaseUnusedCapacity()
-        ended.releaseUnusedCapacity()
-        idByLinkKey.releaseUnusedCapacity()
-    }
-
-    private mutating func dropOldestEnded() {
-        if let evicted = ended.removeValue(forKey: endedOrder.removeFirst()) {
-            idByLinkKey[evicted.session.linkKey] = nil
-        }
-        releasable = max(0, releasable - 1)
-    }
-}
-
-/// A lock that suspends instead of blocking a thread, and hands over in arrival order.
-final class AsyncMutex: Sendable {
-    private struct State {
-        var locked = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state = Locked(State())
-
-    func withLock<T>(_ body: () async throws -> T) async rethrows -> T {
-        await acquire()
-        defer { release() }
-        return try await body()
-    }
-
-    private func acquire() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let acquired = state.withLock { state -> Bool in
-                if state.locked {
-                    state.waiters.append(continuation)
-                    return false
-                }
-                state.locked = true
-                return true
-            }
-            if acquired { continuation.resume() }
-        }
-    }
-
-    private func release() {
-        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if state.waiters.isEmpty {
-                state.locked = false
-                return nil
-            }
-            return state.waiters.removeFirst()
-        }
-        next?.resume()
-    }
-}
-
-/// Files opened only to be synced (`fsync`), each at its first sync; one that cannot be opened is left out.
-private final class SyncedFiles: Sendable {
-    private let paths: [String]
-    private let descriptors = Locked<[Int32]?>(nil)
-
-    init(paths: [String]) { self.paths = paths }
-
-    func sync() {
-        let descriptors = descriptors.withLock { descriptors in
-            if descriptors == nil { descriptors = paths.map { open($0, O_RDONLY | O_CLOEXEC) }.filter { $0 >= 0 } }
-            return descriptors ?? []
-        }
-        for descriptor in descriptors { fsync(descriptor) }
-    }
-
-    /// Only after the file's SQLite connections have closed: closing any descriptor of a database file
-    /// drops every POSIX lock the process holds on it, SQLite's own included.
-    func closeAll() {
-        descriptors.withLock { descriptors in
-            for descriptor in descriptors ?? [] { close(descriptor) }
-            descriptors = nil
-        }
     }
 }

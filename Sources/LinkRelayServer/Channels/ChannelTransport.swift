@@ -1,0 +1,5 @@
+enum ChannelTransport: String, CaseIterable, Sendable {
+    case websocket
+    case sse
+    case longpoll
+}

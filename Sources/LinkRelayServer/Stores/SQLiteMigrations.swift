@@ -1,0 +1,54 @@
+import SQLiteNIO
+
+/// The SQLite store's schema, versioned: each step is one transaction, run at start.
+enum SQLiteMigrations {
+    /// The schema's versions, in order: each brings the file from the one before. A new file gets them all.
+    static let steps: [[String]] = [
+        [
+            """
+            CREATE TABLE IF NOT EXISTS sessions (
+                id TEXT PRIMARY KEY, link_key TEXT NOT NULL UNIQUE, idempotency_key TEXT UNIQUE,
+                state TEXT NOT NULL, version INTEGER NOT NULL, data TEXT NOT NULL)
+            """,
+            "CREATE INDEX IF NOT EXISTS sessions_active ON sessions (state) WHERE state IN ('waiting', 'tapped')",
+            """
+            CREATE TABLE IF NOT EXISTS events (
+                session_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
+                PRIMARY KEY (session_id, seq)) WITHOUT ROWID
+            """,
+        ],
+        // A session's events move into its row (a JSON array), so that every write is one statement.
+        [
+            "ALTER TABLE sessions ADD COLUMN events TEXT NOT NULL DEFAULT '[]'",
+            """
+            UPDATE sessions SET events = (
+                SELECT json_group_array(json(data) ORDER BY seq) FROM events WHERE session_id = sessions.id)
+            """,
+            "DROP TABLE events",
+        ],
+    ]
+
+    static var schemaVersion: Int { steps.count }
+
+    /// Creates or upgrades the schema, one version per transaction; safe to run on every start.
+    static func migrate(_ connection: SQLiteConnection) async throws {
+        // The version table comes with the first version, so a file that fails it is left as it was.
+        var current = 0
+        if try await !connection.query("SELECT 1 FROM sqlite_master WHERE name = 'schema_version'").isEmpty {
+            let row = try await connection.query("SELECT MAX(version) AS v FROM schema_version").first
+            current = row?.column("v")?.integer ?? 0
+        }
+        for (index, statements) in steps.enumerated() where index + 1 > current {
+            _ = try await connection.query("BEGIN IMMEDIATE")
+            do {
+                _ = try await connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+                for statement in statements { _ = try await connection.query(statement) }
+                _ = try await connection.query("INSERT INTO schema_version (version) VALUES (?)", [.integer(index + 1)])
+                _ = try await connection.query("COMMIT")
+            } catch {
+                _ = try? await connection.query("ROLLBACK")
+                throw error
+            }
+        }
+    }
+}

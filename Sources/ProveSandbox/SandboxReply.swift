@@ -1,0 +1,70 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import ProveAPI
+
+/// An HTTP reply of the simulator, independent of the web framework.
+public struct SandboxReply: Sendable {
+    public var status: Int
+    public var contentType: String?
+    public var body: [UInt8]
+    public var location: String?
+    /// Seconds for a `Retry-After` header.
+    public var retryAfter: Int? = nil
+
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        return encoder
+    }()
+
+    static func json(_ status: Int, _ value: some Encodable) -> SandboxReply {
+        let body = (try? encoder.encode(value)).map { [UInt8]($0) } ?? []
+        return .init(status: status, contentType: "application/json", body: body)
+    }
+
+    static func error(_ status: Int, _ code: Int, _ message: String) -> SandboxReply {
+        json(status, ProveErrorBody(code: code, message: message))
+    }
+
+    static func html(_ status: Int, _ page: String) -> SandboxReply {
+        .init(status: status, contentType: "text/html; charset=utf-8", body: Array(page.utf8))
+    }
+
+    static func redirect(_ location: String) -> SandboxReply {
+        .init(status: 302, contentType: nil, body: [], location: location)
+    }
+
+    var response: Response {
+        var headers = HTTPFields()
+        if let contentType { headers[.contentType] = contentType }
+        if let location { headers[.location] = location }
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        headers[.cacheControl] = "no-store"
+        headers[.contentLength] = String(body.count)
+        return Response(
+            status: HTTPResponse.Status(code: status),
+            headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body))
+        )
+    }
+}
+
+/// What a Unify endpoint of the simulator answers: its body, or Prove's error body with the HTTP status. The
+/// routes send it as JSON; ``SandboxProveClient`` hands it over as it is.
+enum SandboxAnswer<Body: Encodable & Sendable>: Sendable {
+    case ok(Body)
+    case error(status: Int, ProveErrorBody)
+
+    static func error(_ status: Int, _ code: Int, _ message: String) -> Self {
+        .error(status: status, ProveErrorBody(code: code, message: message))
+    }
+
+    var reply: SandboxReply {
+        switch self {
+        case .ok(let body): .json(200, body)
+        case .error(let status, let body): .json(status, body)
+        }
+    }
+}

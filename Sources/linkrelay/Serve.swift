@@ -1,0 +1,110 @@
+import ArgumentParser
+import Foundation
+import LinkRelayServer
+import Logging
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the relay (the default). Every flag also has an environment variable; see the README.")
+
+    @Option(help: "Listen address (LINKRELAY_HOST, default 127.0.0.1).") var host: String?
+    @Option(help: "Listen port, 0 for any free port (LINKRELAY_PORT, default 8080).") var port: String?
+    @Option(help: "Base of every absolute URL the relay hands out (LINKRELAY_PUBLIC_URL).") var publicURL: String?
+    @Option(
+        help:
+            "memory, sqlite:PATH or postgres://USER@HOST[:PORT]/DB (LINKRELAY_STORE, default sqlite:linkrelay.sqlite).")
+    var store: String?
+    @Option(help: "Seconds a session waits for the tap, at most 600 (LINKRELAY_HOLD, default 180).") var hold: String?
+    @Option(help: "Server-to-server API key; repeatable or comma-separated (LINKRELAY_API_KEY).") var apiKey: [String] =
+        []
+    @Option(help: "Browser origin allowed on channels; repeatable (LINKRELAY_ALLOWED_ORIGINS).")
+    var allowedOrigin: [String] = []
+    @Option(help: "sandbox, uat, prod or a base URL (LINKRELAY_PROVE, default sandbox).") var prove: String?
+    @Flag(help: "The landing GET only shows a page; its POST counts as the tap (LINKRELAY_CONFIRM_ON_PHONE).")
+    var confirmOnPhone = false
+    @Option(help: "Who the confirm page says is asking (LINKRELAY_INTEGRATOR_NAME, default the public URL's host).")
+    var integratorName: String?
+    @Option(help: "on, or off to lift every rate and connection limit (LINKRELAY_LIMITS).") var limits: String?
+    @Option(help: "Peer whose X-Forwarded-For names the client; repeatable (LINKRELAY_TRUSTED_PROXIES).")
+    var trustedProxy: [String] = []
+    @Option(help: "Landings per client IP per minute (LINKRELAY_LIMIT_LANDING_PER_IP, default 60).")
+    var limitLandingPerIp: String?
+    @Option(help: "Landings per link per minute (LINKRELAY_LIMIT_LANDING_PER_LINK, default 20).")
+    var limitLandingPerLink: String?
+    @Option(help: "Session creations per API key per minute (LINKRELAY_LIMIT_CREATE_PER_KEY, default 600).")
+    var limitCreatePerKey: String?
+    @Option(help: "Channels open at once per session (LINKRELAY_LIMIT_CHANNELS_PER_SESSION, default 4).")
+    var limitChannelsPerSession: String?
+    @Option(help: "Channels open at once per client IP (LINKRELAY_LIMIT_CHANNELS_PER_IP, default 100).")
+    var limitChannelsPerIp: String?
+    @Option(help: "Seconds a shutdown waits for channels to go (LINKRELAY_DRAIN_TIMEOUT, default 10).")
+    var drainTimeout: String?
+    @Option(help: "Failed Prove calls in a row that open the breaker (LINKRELAY_BREAKER_FAILURES, default 5).")
+    var breakerFailures: String?
+    @Option(help: "Seconds the open breaker fails fast before a probe (LINKRELAY_BREAKER_COOLDOWN, default 10).")
+    var breakerCooldown: String?
+    @Option(
+        help:
+            "A fault for the embedded sandbox, e.g. unify-status:error=1,status=503; repeatable (LINKRELAY_SANDBOX_FAULTS, ;-separated)."
+    )
+    var sandboxFault: [String] = []
+    @Option(help: "Directory of the Mustache templates (LINKRELAY_TEMPLATES, default ./templates).")
+    var templates: String?
+    @Option(
+        help: "Connections open at once (LINKRELAY_MAX_CONNECTIONS, default the open-file limit minus 1,024).")
+    var maxConnections: String?
+
+    func run() async throws {
+        #if canImport(Glibc)
+            MallocTunables.restartIfNeeded()
+        #endif
+        var flags: [String: [String]] = [
+            "api-key": apiKey, "allowed-origin": allowedOrigin, "trusted-proxy": trustedProxy,
+            "sandbox-fault": sandboxFault,
+        ]
+        for (name, value) in [
+            ("host", host), ("port", port), ("public-url", publicURL), ("store", store), ("hold", hold),
+            ("prove", prove), ("limits", limits), ("templates", templates), ("drain-timeout", drainTimeout),
+            ("integrator-name", integratorName),
+            ("breaker-failures", breakerFailures), ("breaker-cooldown", breakerCooldown),
+            ("limit-landing-per-ip", limitLandingPerIp), ("limit-landing-per-link", limitLandingPerLink),
+            ("limit-create-per-key", limitCreatePerKey), ("limit-channels-per-session", limitChannelsPerSession),
+            ("limit-channels-per-ip", limitChannelsPerIp), ("max-connections", maxConnections),
+        ] {
+            if let value { flags[name] = [value] }
+        }
+        if confirmOnPhone { flags["confirm-on-phone"] = ["on"] }
+
+        let configuration: RelayConfiguration
+        do {
+            configuration = try RelayConfiguration.resolve(
+                flags: flags, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            throw refuse(error.description)
+        }
+        let logger = makeLogger("linkrelay")
+        #if canImport(Glibc)
+            if let tunables = MallocTunables.current {
+                logger.notice("glibc malloc settings", metadata: ["GLIBC_TUNABLES": .string(tunables)])
+            }
+        #endif
+        if configuration.apiKeyGenerated {
+            // Written once to standard output for the operator, never logged; unbuffered, so it shows
+            // at once even when standard output is a file or a pipe.
+            FileHandle.standardOutput.write(
+                Data(
+                    "API key for this run (set --api-key or LINKRELAY_API_KEY to choose one): \(configuration.apiKeys[0])\n"
+                        .utf8))
+        }
+        let relay: LinkRelay
+        do {
+            relay = try await buildLinkRelay(configuration, logger: logger)
+        } catch let error as ConfigurationError {
+            throw refuse(error.description)
+        } catch {
+            throw refuse("cannot start: \(error)")
+        }
+        defer { LogOutput.standardError.flush() }
+        try await relay.serviceGroup(logger: logger).run()
+    }
+}
