@@ -37,6 +37,10 @@ public struct RelayConfiguration: Sendable {
     public var allowedOrigins: [String] = []
     public var prove = Prove.sandbox
     public var confirmOnPhone = false
+    /// glibc's allocator tuned for memory given back after bursts (`--malloc-tuning on`): see `MemoryTrim`.
+    public var mallocTuning = false
+    /// Log lines stamped in the process's time zone instead of UTC (`--log-time local`).
+    public var logLocalTime = false
     /// Who the confirm page says is asking (`--integrator-name`); the public URL's host when not set.
     public var integratorName = ""
     /// Rate and connection limits; nil with `--limits off`.
@@ -77,7 +81,8 @@ public struct RelayConfiguration: Sendable {
             ("integrator-name", "LINKRELAY_INTEGRATOR_NAME"), ("drain-timeout", "LINKRELAY_DRAIN_TIMEOUT"),
             ("breaker-failures", "LINKRELAY_BREAKER_FAILURES"),
             ("breaker-cooldown", "LINKRELAY_BREAKER_COOLDOWN"), ("sandbox-fault", "LINKRELAY_SANDBOX_FAULTS"),
-            ("max-connections", "LINKRELAY_MAX_CONNECTIONS"),
+            ("max-connections", "LINKRELAY_MAX_CONNECTIONS"), ("malloc-tuning", "LINKRELAY_MALLOC_TUNING"),
+            ("log-time", "LINKRELAY_LOG_TIME"),
         ] + Limits.settings.map { ($0.flag, $0.env) }
 
     /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
@@ -152,6 +157,13 @@ public struct RelayConfiguration: Sendable {
             config.prove = .remote(baseURL: base, credentials: ProveCredentials(clientID: id, clientSecret: secret))
         }
         config.confirmOnPhone = try boolean(value("confirm-on-phone"), flag: "confirm-on-phone", default: false)
+        config.mallocTuning = try boolean(value("malloc-tuning"), flag: "malloc-tuning", default: false)
+        if let logTime = value("log-time") {
+            guard ["utc", "local"].contains(logTime) else {
+                throw ConfigurationError("--log-time: \"\(logTime)\" is not utc or local")
+            }
+            config.logLocalTime = logTime == "local"
+        }
         func number(_ flag: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
             guard let text = value(flag) else { return nil }
             guard let number = Int(text), range.contains(number) else {

@@ -183,7 +183,7 @@ public func buildLinkRelay(
             ExpirySweeper(service: service),
             ChannelHeartbeat(hub: hub, clock: clock),
             MemoryTrim(
-                activity: { hub.activity },
+                tunesGlibc: configuration.mallocTuning, activity: { hub.activity },
                 release: {
                     await store.releaseMemory()
                     service.expiries.compact()

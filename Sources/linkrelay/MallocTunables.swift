@@ -1,17 +1,17 @@
 #if canImport(Glibc)
     import Glibc
 
-    /// glibc's per-thread caches of small blocks, turned off for the relay's process.
+    /// glibc's per-thread caches of small blocks, turned off for the relay's process with
+    /// `--malloc-tuning on`.
     ///
-    /// Each thread keeps up to 7 freed blocks of each small size for its next allocation. After a
-    /// burst of sessions, the event-loop threads go quiet holding some 1,500 such blocks, spread over
-    /// the pages the burst used, and each keeps its page resident: about 4 MiB that `malloc_trim` cannot
-    /// return (Benchmarks/HISTORY.md). Without the caches, memory after 100,000 sessions ended at
-    /// 1.11–1.15× idle instead of 1.28×, for about a tenth more CPU per tap.
+    /// Each thread keeps up to 7 freed blocks of each small size for its next allocation; after a burst
+    /// the event loops go quiet holding them, spread over the pages the burst used, which `malloc_trim`
+    /// cannot return. Without the caches memory after a burst comes back nearer to idle, for about a
+    /// tenth more CPU per tap (docs/memory.md).
     ///
-    /// glibc reads its tunables only when a process starts, so the relay starts itself once more with
-    /// `glibc.malloc.tcache_count=0` added to `GLIBC_TUNABLES`, unless that variable already sets the
-    /// count (which is how an operator keeps glibc's default: `glibc.malloc.tcache_count=7`).
+    /// glibc reads its tunables only when a process starts, so the relay starts itself once more (an
+    /// `exec`: same process id, arguments and environment) with `glibc.malloc.tcache_count=0` added to
+    /// `GLIBC_TUNABLES`, unless that variable already sets the count.
     enum MallocTunables {
         static let setting = "glibc.malloc.tcache_count=0"
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import LinkRelayServer
 import Logging
 import ProveSandbox
@@ -13,6 +14,8 @@ struct Sandbox: AsyncParsableCommand {
     var publicURL: String?
     @Option(help: "A fault to inject, e.g. unify-status:error=1,status=503 (repeatable; see the README).")
     var fault: [String] = []
+    @Option(help: "utc or local: the time zone of log timestamps (default LINKRELAY_LOG_TIME, else utc).")
+    var logTime = ProcessInfo.processInfo.environment["LINKRELAY_LOG_TIME"] ?? "utc"
 
     func run() async throws {
         var faults: [(endpoint: String, fault: SandboxFault)] = []
@@ -23,7 +26,8 @@ struct Sandbox: AsyncParsableCommand {
                 throw refuse("--fault: \(error)")
             }
         }
-        let logger = makeLogger("linkrelay.sandbox")
+        guard ["utc", "local"].contains(logTime) else { throw refuse("--log-time: \"\(logTime)\" is not utc or local") }
+        let logger = makeLogger("linkrelay.sandbox", localTime: logTime == "local")
         let sandbox = ProveSandbox(publicBaseURL: publicURL ?? ProveSandbox.localBaseURL(host: host, port: port))
         for (endpoint, fault) in faults { try await sandbox.setFault(fault, for: endpoint) }
         defer { LogOutput.standardError.flush() }

@@ -46,6 +46,18 @@ struct ConfigurationTests {
         #expect(config.trustedProxies.isEmpty)
         #expect(config.drainTimeout == 10)
         #expect(config.integratorName == "127.0.0.1")
+        #expect(!config.mallocTuning, "the relay never re-executes itself unless told")
+        #expect(!config.logLocalTime, "logs in UTC")
+    }
+
+    @Test("glibc tuning and local log times are asked for by flag or environment")
+    func operatorSettings() throws {
+        #expect(try resolve(["malloc-tuning": ["on"]]).mallocTuning)
+        #expect(try resolve([:], ["LINKRELAY_MALLOC_TUNING": "on"]).mallocTuning)
+        #expect(try !resolve(["malloc-tuning": ["off"]], ["LINKRELAY_MALLOC_TUNING": "on"]).mallocTuning)
+        #expect(try resolve(["log-time": ["local"]]).logLocalTime)
+        #expect(try resolve([:], ["LINKRELAY_LOG_TIME": "local"]).logLocalTime)
+        #expect(try !resolve(["log-time": ["utc"]]).logLocalTime)
     }
 
     @Test("The default public URL follows host and port")
@@ -243,6 +255,8 @@ struct ConfigurationTests {
         .init(flags: ["api-key": ["short-key"]], names: "--api-key"),
         .init(flags: ["api-key": [key1 + ",tooshort"]], names: "--api-key"),
         .init(flags: ["limits": ["maybe"]], names: "--limits"),
+        .init(flags: ["malloc-tuning": ["fast"]], names: "--malloc-tuning"),
+        .init(flags: ["log-time": ["gmt"]], names: "--log-time"),
         .init(flags: ["public-url": ["ftp://x"]], names: "--public-url"),
         .init(flags: ["public-url": ["relay.example"]], names: "--public-url"),
         .init(

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 
 @testable import LinkRelayServer
@@ -86,5 +87,44 @@ struct LogOutputTests {
         let positions = delivered.compactMap { line in sent.firstIndex(of: line + "\n") }
         #expect(positions.count == delivered.count)
         #expect(positions == positions.sorted())
+    }
+}
+
+@Suite("Log lines", .timeLimit(.minutes(1)))
+struct RelayLogHandlerTests {
+    /// What `handler` wrote for one line.
+    private func line(localTime: Bool) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("line-\(UUID().uuidString)").path
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        try #require(fd >= 0)
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        let output = LogOutput(fileDescriptor: fd)
+        var logger = Logger(label: "linkrelay") { RelayLogHandler(label: $0, localTime: localTime, output: output) }
+        logger[metadataKey: "session"] = "ses_1"
+        logger.notice("Session created", metadata: ["hold": "180"])
+        #expect(output.flush(timeout: 30))
+        return try String(contentsOfFile: path, encoding: .utf8)
+    }
+
+    @Test("A line is stamped in UTC, with milliseconds and Z, then level, label, metadata, source and message")
+    func utc() throws {
+        let text = try line(localTime: false)
+        #expect(text.hasSuffix(" notice linkrelay: hold=180 session=ses_1 [LinkRelayServerTests] Session created\n"))
+        let stamp = String(text.prefix { $0 != " " })
+        #expect(stamp.count == 24 && stamp.hasSuffix("Z"), "\(stamp)")
+        let parsed = try #require(try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(stamp))
+        #expect(abs(parsed.timeIntervalSinceNow) < 600)
+    }
+
+    @Test("With local time the stamp carries the zone's offset")
+    func local() throws {
+        let stamp = String(try line(localTime: true).prefix { $0 != " " })
+        #expect(stamp.count == 28, "\(stamp)")
+        #expect(stamp.suffix(5).first == "+" || stamp.suffix(5).first == "-")
+        let parsed = try #require(try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(stamp))
+        #expect(abs(parsed.timeIntervalSinceNow) < 600)
     }
 }

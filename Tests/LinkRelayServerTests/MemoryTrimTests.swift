@@ -132,7 +132,7 @@ struct MemoryTrimTests {
     }
 
     @Test(
-        "A relay process runs with glibc's per-thread caches off, added to the operator's GLIBC_TUNABLES unless those set the count",
+        "With --malloc-tuning on, a relay process runs with glibc's per-thread caches off, added to the operator's GLIBC_TUNABLES unless those set the count",
         .timeLimit(.minutes(1)),
         arguments: [
             ("", "glibc.malloc.tcache_count=0"),
@@ -143,9 +143,26 @@ struct MemoryTrimTests {
         let (relay, port) = try await PersistenceTests.start(
             ready: "GLIBC_TUNABLES=\(expected) [linkrelay]", "LinkRelay listening",
             environment: ["GLIBC_TUNABLES": preset]
-        ) { ["serve", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey] }
+        ) {
+            [
+                "serve", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey, "--malloc-tuning",
+                "on",
+            ]
+        }
         defer { relay.stop() }
         let ready = try await TestRelay.fetch(.GET, "http://127.0.0.1:\(port)/readyz")
         #expect(ready.status == 200)
+    }
+
+    @Test("Without --malloc-tuning a relay process runs as it was started: GLIBC_TUNABLES left alone")
+    func relayProcessUntuned() async throws {
+        let (relay, port) = try await PersistenceTests.start(
+            ready: "LinkRelay listening", environment: ["GLIBC_TUNABLES": ""]
+        ) { ["serve", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey] }
+        defer { relay.stop() }
+        #expect(try await TestRelay.fetch(.GET, "http://127.0.0.1:\(port)/readyz").status == 200)
+        let environment = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(relay.process.processIdentifier)/environ"))
+        let variables = environment.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        #expect(variables.filter { $0.hasPrefix("GLIBC_TUNABLES=") } == ["GLIBC_TUNABLES="])
     }
 }
