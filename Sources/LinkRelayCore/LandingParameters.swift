@@ -29,6 +29,11 @@ public struct LandingParameters: Sendable, Equatable {
     /// mark after `&` or `=` would otherwise join it into one grapheme cluster, so that `&\u{301}asc=false` or
     /// `asc=\u{301}false` hid a second `asc` that every other reader sees.
     public static func parse(query: String?) -> Result<LandingParameters, Rejection> {
+        parse(query: query?[...])
+    }
+
+    /// `parse(query:)` on a query that is part of a larger string (a request's target), without copying it.
+    public static func parse(query: Substring?) -> Result<LandingParameters, Rejection> {
         let utf8 = (query ?? "").utf8
         var asc: (value: Substring.UTF8View, count: Int)?
         var authId: (value: Substring.UTF8View, count: Int)?

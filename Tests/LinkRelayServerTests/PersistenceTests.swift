@@ -72,7 +72,10 @@ struct PersistenceTests {
         /// when `waitid` does (it traps while it thinks the child runs); if Foundation has reaped the
         /// child first, `waitid` finds none, and the status is Foundation's, once it has set it.
         @discardableResult
-        func exited() async -> Int32? {
+        func exited() async -> Int32? { await Self.exited(process) }
+
+        /// `exited()` for any child process.
+        static func exited(_ process: Process) async -> Int32? {
             let pid = id_t(process.processIdentifier)
             let seen = try? await onOwnThread { () -> siginfo_t? in
                 var info = siginfo_t()

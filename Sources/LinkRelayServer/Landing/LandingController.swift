@@ -74,24 +74,26 @@ struct LandingController: Sendable {
         }
     }
 
-    /// Runs `body` for a landing that passes the limits, the strict query and the key's shape (checked
-    /// before any lookup, in this order); otherwise answers the page that turns it away.
+    /// Runs `body` for a landing that passes the limits and the landing's rules (`LandingRedirect.check`:
+    /// the strict query, then the key's shape, before any lookup); otherwise answers the page that turns
+    /// it away.
     private func landing(
         _ request: RelayRequest, _ body: (_ key: String, _ parameters: LandingParameters) -> Reply
     ) -> Reply {
-        let key = String(request.parameters[0])
-        guard limits.allowLanding(linkKey: key, client: { limits.client(request) }) else {
+        let key = request.parameters[0]
+        guard limits.allowLanding(linkKey: String(key), client: { limits.client(request) }) else {
             return .now(pages.page("error-busy", status: .tooManyRequests))
         }
-        guard case .success(let parameters) = LandingParameters.parse(query: request.query.map(String.init)) else {
+        switch LandingRedirect.check(linkKey: key, query: request.query) {
+        case .success(let redirect):
+            return body(redirect.linkKey, redirect.parameters)
+        case .failure(.badParameters):
             countRefusal(.badLink)
             return .now(pages.page("error-bad-link", status: .badRequest))
-        }
-        guard key.utf8.count == SessionService.linkKeyLength else {
+        case .failure(.notALink):
             countRefusal(.unknown)
             return .now(pages.page("error-unknown", status: .notFound))
         }
-        return body(key, parameters)
     }
 
     /// `get`: the answer is to a GET, which counts an accepted or repeated landing.

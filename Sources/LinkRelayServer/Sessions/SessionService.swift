@@ -6,8 +6,8 @@ import ProveAPI
 
 /// The one place that changes sessions: it writes the store, then wakes channels through the bus.
 final class SessionService: Sendable {
-    /// Characters of random key in `/l/{key}`: 32 from 62 symbols is over 190 bits.
-    static let linkKeyLength = 32
+    /// Characters of random key in `/l/{key}`.
+    static let linkKeyLength = LandingRedirect.linkKeyLength
 
     let store: any SessionStore
     let bus: any EventBus
