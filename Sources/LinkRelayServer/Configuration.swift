@@ -235,10 +235,11 @@ public struct RelayConfiguration: Sendable {
         return config
     }
 
+    /// An empty value (`LINKRELAY_CONFIRM_ON_PHONE=` in an environment file) is no setting at all.
     private static func boolean(_ value: String?, flag: String, default: Bool) throws(ConfigurationError) -> Bool {
-        guard let value else { return `default` }
+        guard let value, !value.isEmpty else { return `default` }
         switch value.lowercased() {
-        case "", "1", "true", "on", "yes": return true
+        case "1", "true", "on", "yes": return true
         case "0", "false", "off", "no": return false
         default: throw ConfigurationError("--\(flag): \"\(value)\" is not on or off")
         }

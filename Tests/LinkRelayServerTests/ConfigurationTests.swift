@@ -58,6 +58,8 @@ struct ConfigurationTests {
         #expect(try resolve(["log-time": ["local"]]).logLocalTime)
         #expect(try resolve([:], ["LINKRELAY_LOG_TIME": "local"]).logLocalTime)
         #expect(try !resolve(["log-time": ["utc"]]).logLocalTime)
+        let empty = try resolve([:], ["LINKRELAY_MALLOC_TUNING": "", "LINKRELAY_CONFIRM_ON_PHONE": ""])
+        #expect(!empty.mallocTuning && !empty.confirmOnPhone, "an empty variable in an environment file is unset")
     }
 
     @Test("The default public URL follows host and port")

@@ -210,6 +210,20 @@ struct LandingTests {
         }
     }
 
+    @Test("A landing sent in absolute form (as through a forward proxy) is the same landing")
+    func absoluteForm() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let port = try #require(URLComponents(string: relay.base)?.port)
+            let answer = try await rawExchange(
+                port: port,
+                "GET \(created.finalTargetUrl)?asc=true&authId=\(Self.uuid) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    + "Connection: close\r\n\r\n")
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(40))")
+            #expect(try await relay.session(created.sessionId).events.map(\.type).prefix(2) == ["waiting", "tapped"])
+        }
+    }
+
     @Test("A phone that closes its side after the request still gets its page; an HTTP/1.0 one is closed after it")
     func halfClosed() async throws {
         try await TestRelay.run { relay in

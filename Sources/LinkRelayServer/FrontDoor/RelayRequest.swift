@@ -31,12 +31,23 @@ struct RelayRequest: Sendable {
 
     /// The target before `?`.
     var path: Substring {
-        target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? target[...]
+        let target = originForm
+        return target.firstIndex(of: "?").map { target[..<$0] } ?? target
     }
 
     /// The target after `?`, as sent (still percent-encoded); nil without a `?`.
     var query: Substring? {
-        target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[target.index(after: $0)...] }
+        let target = originForm
+        return target.firstIndex(of: "?").map { target[target.index(after: $0)...] }
+    }
+
+    /// The target as a path and query: an absolute-form target (`http://relay.example/l/…`, which a
+    /// server must accept, RFC 9112 §3.2.2) without its scheme and authority.
+    private var originForm: Substring {
+        let target = head.uri[...]
+        guard !target.hasPrefix("/"), let scheme = target.range(of: "://") else { return target }
+        let rest = target[scheme.upperBound...]
+        return rest[(rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex)...]
     }
 
     /// The first value of a query parameter, percent-decoded (`+` as a space, as forms write it).
