@@ -27,7 +27,7 @@ public struct LandingParameters: Sendable, Equatable {
     ///
     /// The query is read as UTF-8 bytes, as Prove, proxies and logs read it, never as `Character`s: a combining
     /// mark after `&` or `=` would otherwise join it into one grapheme cluster, so that `&\u{301}asc=false` or
-    /// `asc=\u{301}false` hid a second `asc` that every other reader sees.
+    /// `asc=\u{301}false` would hide a second `asc` that every other reader sees.
     public static func parse(query: String?) -> Result<LandingParameters, Rejection> {
         parse(query: query?[...])
     }

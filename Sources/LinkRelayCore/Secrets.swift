@@ -19,8 +19,8 @@ public enum Secrets {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// `count` bytes from the OS CSPRNG, eight per call to it (one `UInt8.random` per byte cost a
-    /// `getrandom` system call per byte: about a hundred for each session created).
+    /// `count` bytes from the OS CSPRNG, eight per call to it (`UInt8.random` makes a `getrandom` system
+    /// call per byte).
     public static func randomBytes(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
         var bytes = [UInt8]()

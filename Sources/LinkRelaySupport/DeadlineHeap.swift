@@ -2,9 +2,8 @@ import Foundation
 
 /// A binary min-heap of values by date: the earliest first.
 ///
-/// Inlinable, so that the modules using it compile it for their own values: as generic code, which
-/// looks up the value's type at run time for every move, the heartbeat's pops at 15,000 channels took
-/// 3.6% of the relay's CPU, against 2.4% compiled for its type (Benchmarks/HISTORY.md).
+/// Inlinable, so that the modules using it compile it for their own values rather than running generic
+/// code that looks up the value's type at every move.
 public struct DeadlineHeap<Value> {
     @usableFromInline var items: [(date: Date, value: Value)] = []
 

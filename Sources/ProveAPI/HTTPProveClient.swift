@@ -306,8 +306,8 @@ public final class HTTPProveClient: ProveClient {
     /// One HTTP attempt, bounded by `timeout` from now, including reading the body.
     ///
     /// The client's own deadline ends at the response head, so a timer on one of its event loops cancels
-    /// the attempt, body and all. (A sleeping task raced against the attempt did the same, but on Linux
-    /// every sleep goes through libdispatch's timers: about 3% of the relay's CPU at 500 calls a second.)
+    /// the attempt, body and all. (A timer, not a sleeping task: on Linux `Task.sleep` goes through
+    /// libdispatch's timers; docs/memory.md.)
     private func performAttempt(
         endpoint: Endpoint,
         request: HTTPClientRequest,

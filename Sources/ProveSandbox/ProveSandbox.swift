@@ -477,8 +477,8 @@ public actor ProveSandbox {
         if drop > 0 { messages.removeFirst(drop) }
     }
 
-    /// Forgets expired flows, at most once a minute: a full pass over every flow on each call made
-    /// session creation slow in proportion to the number of live sessions.
+    /// Forgets expired flows, at most once a minute: a full pass over every flow on each call would
+    /// make session creation slow in proportion to the number of live sessions.
     private func purgeExpired() {
         let now = now()
         guard now.timeIntervalSince(lastPurge) >= 60 else { return }

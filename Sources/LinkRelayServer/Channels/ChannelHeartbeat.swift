@@ -6,8 +6,8 @@ import ServiceLifecycle
 ///
 /// It wakes when the next listener asked to be woken, but no sooner than `spacing` after its last tick
 /// and no later than `interval` after it (a wake asked for meanwhile waits that long at most). Under
-/// load, desktops that connected within a second (thousands) then get their pings in a hundred waves
-/// a second of a few dozen each; ten waves a second of a few hundred each held up the taps behind them.
+/// load, desktops that connected within the same second then get their pings in small waves, one per
+/// `spacing` at most, so that no wave is large enough to hold up the events queued behind it.
 struct ChannelHeartbeat: Service {
     let hub: ChannelHub
     let clock: any RelayClock

@@ -146,7 +146,7 @@ final class ChannelHub: EventBus {
     }
 
     /// Drops the wake-ups of listeners that have gone or asked for another time, which would otherwise
-    /// stay until their time, and the room 15,000 channels took once.
+    /// stay until their time, and the room a burst of channels left in its tables.
     func compact() {
         state.withLock { state in
             let sessions = state.sessions

@@ -6,8 +6,8 @@ import LinkRelaySupport
     import Darwin
 #endif
 
-/// The `Date` header of the answers the relay writes itself, as Hummingbird dates its own:
-/// IMF-fixdate (RFC 9110 §5.6.7), formatted again at most once a second.
+/// The `Date` header of every answer the relay writes: IMF-fixdate (RFC 9110 §5.6.7), formatted at most
+/// once a second.
 enum HTTPDate {
     private static let cache = Locked((second: -1, text: ""))
 

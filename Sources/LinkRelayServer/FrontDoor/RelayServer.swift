@@ -7,11 +7,9 @@ import ServiceLifecycle
 /// The relay's listening socket. Each connection is set up on its event loop (`FrontDoor.configure`)
 /// and needs nothing more: no task, no stream.
 ///
-/// Hummingbird's `Server` also gave each connection a task that did nothing, and kept every open
-/// connection in NIOExtras' quiescing helper, a dictionary that keeps room for its peak: after 15,000
-/// WebSockets had come and gone, 0.6–0.8 MiB more stayed resident (Benchmarks/HISTORY.md). Here one
-/// handler on the listening socket (`OpenConnections`) holds `maxConnections`, and keeps the open
-/// connections for the graceful shutdown in a table that shrinks as they go.
+/// No task per connection, and no table that keeps the room of its peak: one handler on the listening
+/// socket (`OpenConnections`) holds `maxConnections`, and keeps the open connections for the graceful
+/// shutdown in a table that shrinks as they go (docs/front-door.md).
 struct RelayServer: Service, CustomStringConvertible {
     let host: String
     let port: Int

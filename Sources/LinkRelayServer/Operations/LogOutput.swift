@@ -8,10 +8,9 @@ import Foundation
 ///
 /// After each write the thread lets lines gather for `gathering` before it looks again. A line that
 /// finds it waiting wakes it at once, but under load the lines go out in a write every `gathering`,
-/// not one each: at 1,000 taps a second, the line each finished session logs had woken this thread
-/// 1,000 times a second, with a system call on both sides of every wake-up, on 2 cores shared with the
-/// event loops (Benchmarks/HISTORY.md). It sleeps rather than waits with a deadline, so that a step of
-/// the wall clock cannot stretch the pause.
+/// not one each: waking the thread for every line costs a system call on both sides of each wake-up,
+/// on the event loops' cores. It sleeps rather than waits with a deadline, so that a step of the wall
+/// clock cannot stretch the pause.
 ///
 /// The buffer holds at most `capacity` bytes. Lines that find it full are dropped and counted, and the
 /// count is written in their place as soon as there is room: the relay never waits for its log.

@@ -10,7 +10,7 @@ struct Pages: Sendable {
     let stylesheet: String
     let demoScript: String
     /// Every template rendered without values, once at start: the landing and the error pages need
-    /// nothing else, and Mustache's render was 2–3% of the relay's CPU at 1,000 landings a second.
+    /// nothing else, so a landing costs no render.
     private var plain: [String: ByteBuffer] = [:]
     /// The final page for a session the phone turned down ("Not me"), rendered once too.
     private(set) var finalRejected = ByteBuffer()

@@ -6,10 +6,9 @@ import NIOPosix
 /// The system's clock, whose waits are timers on NIO's event loops instead of `Task.sleep`.
 ///
 /// On Linux each `Task.sleep` goes through libdispatch's timers: it wakes one of libdispatch's threads,
-/// which keeps the blocks it wrapped the wait in (see `LinkRelayCommand.main`). The channels'
-/// heartbeat waits up to 100 times a second under load, and 15,000 WebSockets that came and went left
-/// about 2,000 such blocks keeping 158 pages (0.6 MiB) resident (Benchmarks/HISTORY.md). An event loop's
-/// timer keeps nothing.
+/// which keeps the blocks it wrapped the wait in (see `LinkRelayCommand.main`). The relay's waits (the
+/// heartbeat's come many times a second under load) would each leave such a block behind
+/// (docs/memory.md); an event loop's timer keeps nothing.
 public struct EventLoopClock: RelayClock {
     let group: any EventLoopGroup
 

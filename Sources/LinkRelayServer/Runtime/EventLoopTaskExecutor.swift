@@ -25,7 +25,7 @@ extension EventLoopTaskExecutor {
     /// A task that prefers it runs its steps on that loop as the task's own executor. Without a
     /// preference the steps would run on the loop too (NIO is Swift's global executor here), but as
     /// the loop's serial executor, which every call into a `nonisolated` async function must leave and
-    /// come back to: a job queued on the loop each time, eight per verification.
+    /// come back to: a job queued on the loop each time, several per verification.
     static var current: EventLoopTaskExecutor {
         let loop = MultiThreadedEventLoopGroup.singleton.any()
         return shared.first { $0.eventLoop === loop } ?? shared[0]

@@ -294,7 +294,7 @@ final class PostgresSessionStore: SessionStore {
 // MARK: - the statements of taps, verifications and channels, prepared once per connection
 //
 // PostgreSQL then parses and plans each of them once per pooled connection instead of at every
-// call: at 500 taps/s across two instances that was a third of its CPU.
+// call, where parsing and planning cost more than running them (docs/store.md).
 
 /// A prepared statement whose rows are one text column.
 private protocol StoredText: PostgresPreparedStatement where Row == String {}

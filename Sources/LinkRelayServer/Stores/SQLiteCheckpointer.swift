@@ -20,9 +20,9 @@ struct SQLiteCheckpointer: Sendable {
     ///
     /// That wait is two syncs: of the WAL before its copy, of the database file after. But SQLite syncs
     /// the file only after a copy that reached the WAL's end, so none of the copy below has been synced,
-    /// and the `RESTART`'s sync would flush all of it (on this kind of VM, from 5 ms to a quarter of a
-    /// second) with every write held. Both files are synced first, here, so it flushes only what came
-    /// since. Should that fail, the `RESTART` syncs them as before.
+    /// and the `RESTART`'s sync would flush all of it with every write held (docs/checkpoint.md). Both
+    /// files are synced first, here, so it flushes only what came since. Should that fail, the `RESTART`
+    /// syncs them itself.
     @discardableResult
     func run() async throws -> (walPages: Int, copied: Int) {
         let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first

@@ -64,7 +64,7 @@ struct SQLiteSessionCache {
     }
 
     /// Drops the ended sessions that were already kept at the last call, and the room that sessions
-    /// no longer kept took (the ring of ended ids too: 64 KiB once 2,048 sessions had ended).
+    /// no longer kept took (the ring of ended ids too, once it is empty).
     mutating func release() {
         for _ in 0..<releasable { dropOldestEnded() }
         if endedOrder.isEmpty { endedOrder.removeAll() }

@@ -14,7 +14,7 @@ import SQLiteNIO
 ///
 /// Each connection runs one statement at a time. SQLiteNIO would run several at once on a
 /// connection's thread pool, and statements running at once share one read transaction: a read that
-/// overlapped a longer one saw the data as it was before a commit that came first.
+/// overlaps a longer one sees the data as it was before a commit that came first.
 ///
 /// The WAL is copied into the database file (a checkpoint) by a connection on a thread of its own,
 /// every `checkpointInterval`. Left to SQLite, the commit that takes the WAL past 1,000 pages does it,
@@ -22,9 +22,9 @@ import SQLiteNIO
 /// `SQLiteCheckpointer.run()` for how the WAL still starts over.
 ///
 /// Sessions are also kept in memory as last committed, with their events: every live one (waiting or
-/// tapped) and the last 2,048 that ended, for one to two rounds of `releaseMemory`. So the reads of a
-/// landing, a verification and a channel (a session by id or link key, and the events a long-poll asks
-/// for again) need neither SQL nor JSON.
+/// tapped) and the last 2,048 that ended, until the second `releaseMemory` after they ended. So the
+/// reads of a landing, a verification and a channel (a session by id or link key, and the events a
+/// long-poll asks for again) need neither SQL nor JSON.
 /// Only the writer fills that copy, after its commit and before its next write, so it is never older
 /// than the file. Everything else is read from the file. The relay is the file's only writer.
 final class SQLiteSessionStore: SessionStore {
@@ -178,8 +178,8 @@ final class SQLiteSessionStore: SessionStore {
             .text(session.id), .integer(expectedVersion),
         ]
         return try await writer.write(
-            // Whether it changed the row, from SQLite's count: `RETURNING` made SQLite open a temporary
-            // table, with a page cache of its own, for every update (2% of the relay's CPU under taps).
+            // Whether it changed the row, from SQLite's count: `RETURNING` makes SQLite open a temporary
+            // table, with a page cache of its own, for every update.
             { connection in
                 _ = try connection.step(Self.updateSQL, values)
                 return connection.changes == 1

@@ -45,8 +45,8 @@ final class SQLiteWriter: Sendable {
             }
             for (offset, value) in values.enumerated() {
                 let index = Int32(offset + 1)
-                // Text is bound from its own storage: a `String` passed as a C string is first copied
-                // into a new array (two allocations per write for a session's JSON, before this).
+                // Text is bound from its own storage: a `String` passed as a C string would first be
+                // copied into a new array.
                 let code =
                     switch value {
                     case .text(var text): text.withUTF8 { bindText(statement, index, $0) }
@@ -189,7 +189,7 @@ final class SQLiteWriter: Sendable {
             commit([write])
             // Writes that queued meanwhile are committed here too; only what queues after that, or must
             // run alone (a checkpoint), goes to the pool. A hand-off wakes a pool thread, likely asleep,
-            // which then wakes the thread of each write in it: at 1,000 taps/s one write in ten queued.
+            // which then wakes the thread of each write in it.
             commit(queue.withLock { $0.takeWrites() })
             if queue.withLock({ $0.release() }) { NIOThreadPool.singleton.submit { _ in self.drain() } }
             return try write.result.get()
@@ -329,7 +329,7 @@ private final class PendingWrite<T: Sendable>: Write {
     }
 
     /// What the write answers, once `finish` has run. (No error is made up front for a write that has
-    /// not run: that was an allocation per write.)
+    /// not run: it would cost an allocation per write.)
     var result: Result<T, any Error> { outcome ?? .failure(CancellationError()) }
 }
 
