@@ -1,9 +1,11 @@
-/// Why a change to a session was refused. The server answers each with its own status (404, 409, 422).
+/// Why a change to a session was refused. The server answers each with its own status (404, 409, 410, 422).
 public enum SessionError: Error, Sendable, Equatable {
     /// No session has this id.
     case notFound
     /// The session has ended; it changes no more.
     case alreadyEnded
+    /// The session's hold has passed.
+    case expired
     /// The Idempotency-Key came before with a different request body.
     case idempotencyKeyReused
     /// Another instance is still making the session of this Idempotency-Key: the client retries.

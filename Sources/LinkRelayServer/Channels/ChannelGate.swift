@@ -10,7 +10,7 @@ struct ChannelGate: Sendable {
     let allowedOrigins: Set<String>
     let logger: Logger
 
-    typealias Verdict = Result<ChannelAdmission, Problem>
+    typealias Verdict = Result<ChannelAdmission, any Error>
 
     /// Hands `answer` the gate's answer: at once when the origin is refused or the store holds the
     /// session in memory (a long-poll asks again after every event, so that is most of its openings),
@@ -21,13 +21,12 @@ struct ChannelGate: Sendable {
         Task { answer(await readAndCheck(channel)) }
     }
 
-    /// The checks on the session as the store reads it; a store that cannot be read is a 500.
+    /// The checks on the session as the store reads it; a store that cannot be read is the store's error.
     private func readAndCheck(_ channel: ChannelRequest) async -> Verdict {
         do {
             return check(channel, try await store.session(id: channel.sessionID))
         } catch {
-            logger.error("Reading a session for a channel failed", metadata: ["error.type": "\(type(of: error))"])
-            return .failure(.internalError)
+            return .failure(error)
         }
     }
 
@@ -40,16 +39,16 @@ struct ChannelGate: Sendable {
     /// The checks after the origin's, on the session as read.
     private func check(_ channel: ChannelRequest, _ session: Session?) -> Verdict {
         let request = channel.request
-        guard let session else { return .failure(.notFound("No session with this id.")) }
+        guard let session else { return .failure(SessionError.notFound) }
         guard let token = request.queryItem("token") ?? request.bearerToken,
             Secrets.constantTimeEquals(token, session.channelToken)
         else {
-            return .failure(.unauthorized("A valid channel token is required."))
+            return .failure(Problem.unauthorized("A valid channel token is required."))
         }
         var cursor = 0
         if let raw = request.queryItem("after") ?? request.headers.first(name: "Last-Event-ID") {
             guard let value = Int(raw), value >= 0 else {
-                return .failure(.badRequest("after must be a whole number of at least 0."))
+                return .failure(Problem.badRequest("after must be a whole number of at least 0."))
             }
             cursor = value
         }
@@ -57,7 +56,7 @@ struct ChannelGate: Sendable {
         if channel.transport == .longpoll, let raw = request.queryItem("timeout") {
             guard let value = Int(raw), (0...ChannelRequest.maximumPollTimeout).contains(value) else {
                 return .failure(
-                    .badRequest("timeout must be whole seconds from 0 to \(ChannelRequest.maximumPollTimeout)."))
+                    Problem.badRequest("timeout must be whole seconds from 0 to \(ChannelRequest.maximumPollTimeout)."))
             }
             timeout = value
         }

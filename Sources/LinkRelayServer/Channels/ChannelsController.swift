@@ -13,9 +13,9 @@ struct ChannelsController: Sendable {
 
     /// What a channel's request turns into, once checked.
     enum Opening: Sendable {
-        /// Refused (or a plain GET on `/ws`): this answer. `closes`: the request asked for an upgrade, and
-        /// NIO's decoder reads nothing after one, so the connection ends with the answer.
-        case refused(Answer, closes: Bool)
+        /// Refused (or a plain GET on `/ws`), for this reason. `closes`: the request asked for an upgrade,
+        /// and NIO's decoder reads nothing after one, so the connection ends with the answer.
+        case refused(any Error, closes: Bool)
         case webSocket(key: String, ChannelAdmission, ChannelSlot)
         case stream(ChannelTransport, ChannelAdmission, ChannelSlot)
     }
@@ -37,7 +37,7 @@ struct ChannelsController: Sendable {
         let upgrading = request.headers.contains(name: "Upgrade")
         let admission: ChannelAdmission
         switch verdict {
-        case .failure(let problem): return .refused(problem.answer, closes: upgrading)
+        case .failure(let error): return .refused(error, closes: upgrading)
         case .success(let admitted): admission = admitted
         }
         let webSocketKey = channel.transport == .websocket ? Self.webSocketKey(request.headers) : nil
@@ -45,10 +45,10 @@ struct ChannelsController: Sendable {
             let problem = Problem(
                 status: .upgradeRequired, title: "Upgrade Required", detail: "Open this URL as a WebSocket.",
                 headers: ["Upgrade": "websocket"])
-            return .refused(problem.answer, closes: upgrading)
+            return .refused(problem, closes: upgrading)
         }
         guard let slot = limits.openChannel(sessionID: admission.session.id, client: limits.client(request)) else {
-            return .refused(.tooManyRequests, closes: upgrading)
+            return .refused(LimitExceeded(), closes: upgrading)
         }
         if let webSocketKey { return .webSocket(key: webSocketKey, admission, slot) }
         return .stream(channel.transport, admission, slot)

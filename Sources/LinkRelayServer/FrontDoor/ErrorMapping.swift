@@ -3,17 +3,19 @@ import Logging
 import NIOHTTP1
 import ProveAPI
 
-/// The one place errors become answers: problem+json for the API, an HTML page for a person. What it
-/// does not know is a 500, logged by its type and never echoed.
+/// The one place errors become answers: problem+json for the API, an HTML page for a person (the
+/// phone's landing, the demo). What it does not know is a 500, logged by its type and never echoed.
 struct ErrorMapping: Sendable {
     let pages: Pages
     let logger: Logger
 
     func answer(for error: any Error, audience: Route.Audience) -> Answer {
+        // Over a limit: a bare 429, no detail and no precise Retry-After (security-anchors R1.9).
+        if error is LimitExceeded, audience == .api { return .tooManyRequests }
         let problem = problem(for: error)
         switch audience {
         case .api: return problem.answer
-        case .person: return page(for: problem.status)
+        case .person: return page(for: problem)
         }
     }
 
@@ -29,18 +31,26 @@ struct ErrorMapping: Sendable {
         case let problem as Problem: problem
         case let error as SessionError: problem(error)
         case let rejection as CreateSessionRequest.Rejection: problem(rejection)
+        case let rejection as LandingRedirect.Rejection: problem(rejection)
         case let error as ProveClientError: problem(error)
+        case is LimitExceeded: Problem(status: .tooManyRequests, title: "Too Many Requests", detail: "Try again later.")
         default: nil
         }
     }
 
-    /// The page a person's browser gets for an error of this status.
-    func page(for status: HTTPResponseStatus) -> Answer {
-        switch status {
-        case .notFound: pages.page("error-unknown", status: .notFound)
-        case .badRequest: pages.page("error-bad-link", status: .badRequest)
-        default: pages.page("error-unavailable", status: status)
-        }
+    /// The page a person's browser gets for a problem: one per status the landing answers, with the
+    /// problem's own headers (a 405's `Allow`).
+    func page(for problem: Problem) -> Answer {
+        let template =
+            switch problem.status {
+            case .badRequest, .forbidden, .methodNotAllowed: "error-bad-link"
+            case .notFound: "error-unknown"
+            case .conflict: "error-used"
+            case .gone: "error-expired"
+            case .tooManyRequests: "error-busy"
+            default: "error-unavailable"
+            }
+        return pages.page(template, status: problem.status, headers: problem.headers)
     }
 
     static func problem(_ error: SessionError) -> Problem {
@@ -52,6 +62,15 @@ struct ErrorMapping: Sendable {
                 status: .unprocessableEntity, title: "Idempotency-Key reused",
                 detail: "This Idempotency-Key was used with a different request body.")
         case .idempotencyKeyInProgress: .conflict("A request with this Idempotency-Key is in progress; retry it.")
+        case .expired: Problem(status: .gone, title: "Gone", detail: "The session's hold has passed.")
+        }
+    }
+
+    /// A landing that breaks the landing's rules: 400, or 404 for a path that is no link of the relay's.
+    static func problem(_ rejection: LandingRedirect.Rejection) -> Problem {
+        switch rejection {
+        case .badParameters(let reason): .badRequest("This link is not valid: \(reason.rawValue).")
+        case .notALink: .notFound("No such link.")
         }
     }
 

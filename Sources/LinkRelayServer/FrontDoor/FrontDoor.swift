@@ -219,8 +219,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         switch opening {
-        case .refused(let answer, let closes):
-            respond(answer, head: false, keepAlive && !closes, context)
+        case .refused(let error, let closes):
+            respond(services.errors.answer(for: error, audience: .api), head: false, keepAlive && !closes, context)
         case .webSocket(let key, let admission, let slot):
             WebSocketChannelHandler.upgrade(
                 key: key, admission, slot, services: services.channelServices, context: context)

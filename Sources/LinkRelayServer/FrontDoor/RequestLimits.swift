@@ -93,3 +93,7 @@ final class RequestLimits: Sendable {
         return false
     }
 }
+
+/// A request over one of the limits: it changes nothing, and `ErrorMapping` answers a bare 429 (a page
+/// for a person).
+struct LimitExceeded: Error {}

@@ -22,8 +22,8 @@ struct LandingController: Sendable {
     /// `GET` and `HEAD /l/{key}`: the page, and for a GET the tap unless taps are confirmed on the phone.
     /// A reload of an ended session's final page is answered at once, from memory (`RepeatLandings`):
     /// it is the request a phone repeats most.
-    func visit(_ request: RelayRequest) -> Reply {
-        landing(request) { key, parameters in
+    func visit(_ request: RelayRequest) throws -> Reply {
+        try landing(request) { key, parameters in
             let head = request.method == .HEAD
             if !head, let rejected = repeatLandings.ended(key: key, authId: parameters.authId) {
                 service.metrics.landingRepeated()
@@ -34,7 +34,7 @@ struct LandingController: Sendable {
                     confirmOnPhone || head
                     ? try await service.inspectLanding(linkKey: key, parameters: parameters, confirming: confirmOnPhone)
                     : try await service.land(linkKey: key, parameters: parameters)
-                return page(for: result, parameters, get: !head)
+                return try page(for: result, parameters, get: !head)
             }
         }
     }
@@ -42,18 +42,20 @@ struct LandingController: Sendable {
     /// `POST /l/{key}`, the confirm page's buttons: `choice=confirm` counts as the tap, `choice=reject`
     /// ends the session. Either way the answer is a 303 back to the landing's GET, which shows where
     /// things stand.
-    func confirm(_ request: RelayRequest) -> Reply {
-        landing(request) { key, parameters in
+    func confirm(_ request: RelayRequest) throws -> Reply {
+        try landing(request) { key, parameters in
             guard confirmOnPhone else {
-                return .now(pages.page("error-bad-link", status: .methodNotAllowed, headers: ["Allow": "GET, HEAD"]))
+                throw Problem(
+                    status: .methodNotAllowed, title: "Method Not Allowed", detail: "Only GET and HEAD land here.",
+                    headers: ["Allow": "GET, HEAD"])
             }
             // The form is the relay's own page; a browser posting it from anywhere else is refused.
             if let origin = request.headers.first(name: "Origin"), origin != publicOrigin {
-                return .now(pages.page("error-bad-link", status: .forbidden))
+                throw Problem.forbidden("The confirm form comes from the relay's own page.")
             }
             let choice = request.body.map { String(buffer: $0) }
             guard choice == "choice=confirm" || choice == "choice=reject" else {
-                return .now(pages.page("error-bad-link", status: .badRequest))
+                throw Problem.badRequest("The form must be choice=confirm or choice=reject.")
             }
             return .later {
                 let result =
@@ -68,36 +70,35 @@ struct LandingController: Sendable {
                         status: .seeOther,
                         headers: ["Location": Self.landingPath(key, parameters), "Cache-Control": "no-store"])
                 case .unknown, .expired, .alreadyUsed:
-                    return page(for: result, parameters, get: false)
+                    return try page(for: result, parameters, get: false)
                 }
             }
         }
     }
 
     /// Runs `body` for a landing that passes the limits and the landing's rules (`LandingRedirect.check`:
-    /// the strict query, then the key's shape, before any lookup); otherwise answers the page that turns
-    /// it away.
+    /// the strict query, then the key's shape, before any lookup); otherwise throws why it is turned away.
     private func landing(
-        _ request: RelayRequest, _ body: (_ key: String, _ parameters: LandingParameters) -> Reply
-    ) -> Reply {
+        _ request: RelayRequest, _ body: (_ key: String, _ parameters: LandingParameters) throws -> Reply
+    ) throws -> Reply {
         let key = request.parameters[0]
         guard limits.allowLanding(linkKey: String(key), client: { limits.client(request) }) else {
-            return .now(pages.page("error-busy", status: .tooManyRequests))
+            throw LimitExceeded()
         }
         switch LandingRedirect.check(linkKey: key, query: request.query) {
         case .success(let redirect):
-            return body(redirect.linkKey, redirect.parameters)
-        case .failure(.badParameters):
-            countRefusal(.badLink)
-            return .now(pages.page("error-bad-link", status: .badRequest))
-        case .failure(.notALink):
-            countRefusal(.unknown)
-            return .now(pages.page("error-unknown", status: .notFound))
+            return try body(redirect.linkKey, redirect.parameters)
+        case .failure(let rejection):
+            countRefusal(rejection == .notALink ? .unknown : .badLink)
+            throw rejection
         }
     }
 
-    /// `get`: the answer is to a GET, which counts an accepted or repeated landing.
-    private func page(for result: SessionService.LandingResult, _ parameters: LandingParameters, get: Bool) -> Answer {
+    /// `get`: the answer is to a GET, which counts an accepted or repeated landing. A landing the session
+    /// turns away is thrown as the reason.
+    private func page(for result: SessionService.LandingResult, _ parameters: LandingParameters, get: Bool) throws
+        -> Answer
+    {
         let metrics = service.metrics
         switch result {
         case .accepted:
@@ -113,13 +114,13 @@ struct LandingController: Sendable {
             return pages.final(rejected: session.state == .cancelled)
         case .unknown:
             countRefusal(.unknown)
-            return pages.page("error-unknown", status: .notFound)
+            throw SessionError.notFound
         case .expired:
             countRefusal(.expired)
-            return pages.page("error-expired", status: .gone)
+            throw SessionError.expired
         case .alreadyUsed:
             countRefusal(.alreadyUsed)
-            return pages.page("error-used", status: .conflict)
+            throw SessionError.alreadyEnded
         }
     }
 

@@ -10,7 +10,7 @@ struct SessionsController: Sendable {
 
     /// `POST /v1/sessions`.
     func create(_ request: RelayRequest) throws -> Reply {
-        guard limits.allowCreate(keyIndex: try authorize(request)) else { return .now(.tooManyRequests) }
+        guard limits.allowCreate(keyIndex: try authorize(request)) else { throw LimitExceeded() }
         if let type = request.headers.first(name: "Content-Type"), !type.lowercased().hasPrefix("application/json") {
             throw Problem(
                 status: .unsupportedMediaType, title: "Unsupported Media Type",
