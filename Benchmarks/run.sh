@@ -4,6 +4,8 @@
 #
 #   Benchmarks/run.sh [N waiters, default 15000] [taps/s, default 1000] [soak sessions, default 100000]
 #
+# RELAY_FLAGS adds `serve` flags to every relay it starts, e.g. RELAY_FLAGS="--malloc-tuning on".
+#
 # Needs: apt-get install nginx libnginx-mod-nchan pushpin wrk postgresql; pip install aiohttp uvloop.
 # The anchors run under ../shared/bench (LINKRELAY_BENCH overrides); LinkRelay under this folder's copy of
 # its waiters.py, which taps on schedule instead of one tap after another, and from 127.0.0.2 (see
@@ -42,7 +44,7 @@ start_relay() {
     local t0
     t0=$(date +%s%N)
     (cd "$root" && PROVE_CLIENT_ID=sandbox-client PROVE_CLIENT_SECRET=sandbox-secret exec "$bin" serve \
-        --port "$port" --store "sqlite:$out/$name.sqlite" --limits off --api-key "$key" --hold 600 "$@" \
+        --port "$port" --store "sqlite:$out/$name.sqlite" --limits off --api-key "$key" --hold 600 "$@" ${RELAY_FLAGS:-} \
         >"$out/$name.log" 2>&1) &
     relay_pid=$!
     until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.005; done
