@@ -4,18 +4,31 @@ import Testing
 
 @testable import LinkRelayServer
 
+/// A temporary file with a `LogOutput` writing to it.
+struct LogFile {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("log-\(UUID().uuidString)").path
+    let descriptor: Int32
+    let output: LogOutput
+
+    init() throws {
+        descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        try #require(descriptor >= 0)
+        output = LogOutput(fileDescriptor: descriptor)
+    }
+
+    func remove() {
+        close(descriptor)
+        unlink(path)
+    }
+}
+
 @Suite("Log output", .timeLimit(.minutes(1)))
 struct LogOutputTests {
     @Test("Lines from several threads come out whole and each thread's in order, all of them by the time flush returns")
     func linesComeOutWholeAndInOrder() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("log-\(UUID().uuidString)").path
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        try #require(fd >= 0)
-        defer {
-            close(fd)
-            unlink(path)
-        }
-        let output = LogOutput(fileDescriptor: fd)
+        let file = try LogFile()
+        defer { file.remove() }
+        let (output, path) = (file.output, file.path)
         await withTaskGroup { group in
             for writer in 0..<4 {
                 group.addTask {
@@ -94,14 +107,9 @@ struct LogOutputTests {
 struct RelayLogHandlerTests {
     /// What `handler` wrote for one line.
     private func line(localTime: Bool) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("line-\(UUID().uuidString)").path
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        try #require(fd >= 0)
-        defer {
-            close(fd)
-            unlink(path)
-        }
-        let output = LogOutput(fileDescriptor: fd)
+        let file = try LogFile()
+        defer { file.remove() }
+        let (output, path) = (file.output, file.path)
         var logger = Logger(label: "linkrelay") { RelayLogHandler(label: $0, localTime: localTime, output: output) }
         logger[metadataKey: "session"] = "ses_1"
         logger.notice("Session created", metadata: ["hold": "180"])
