@@ -7,9 +7,14 @@ import NIOHTTP1
 /// A channel's request passes the gate (`ChannelGate`) and the connection limits, then the connection
 /// becomes the channel's: `FrontDoor` answers on its event loop, through `HTTPChannel` (SSE, long-poll)
 /// or a `WebSocketChannelHandler`. A waiting channel so costs its socket and a few handlers, not a task.
-struct ChannelsController: Sendable {
+final class ChannelsController: Sendable {
     let gate: ChannelGate
     let limits: RequestLimits
+
+    init(gate: ChannelGate, limits: RequestLimits) {
+        self.gate = gate
+        self.limits = limits
+    }
 
     /// What a channel's request turns into, once checked.
     enum Opening: Sendable {
@@ -29,7 +34,7 @@ struct ChannelsController: Sendable {
 
     /// Checks `channel` and hands `opened` what it becomes (from any thread).
     func admit(_ channel: ChannelRequest, opened: @escaping @Sendable (Opening) -> Void) {
-        gate.admit(channel) { verdict in opened(opening(channel, verdict)) }
+        gate.admit(channel) { [self] verdict in opened(opening(channel, verdict)) }
     }
 
     private func opening(_ channel: ChannelRequest, _ verdict: ChannelGate.Verdict) -> Opening {

@@ -5,11 +5,18 @@ import ProveSandbox
 
 /// The sandbox demo: `/` starts a session for a sandbox phone number and shows the desktop waiting;
 /// `/sandbox/phone` is the simulated phone's inbox. Mounted only with `--prove sandbox`.
-struct DemoController: Sendable {
+final class DemoController: Sendable {
     let service: SessionService
     let sandbox: ProveSandbox
     let pages: Pages
     let publicURL: String
+
+    init(service: SessionService, sandbox: ProveSandbox, pages: Pages, publicURL: String) {
+        self.service = service
+        self.sandbox = sandbox
+        self.pages = pages
+        self.publicURL = publicURL
+    }
 
     /// The largest form `POST /demo` reads.
     static let maximumFormSize = 1024
@@ -23,7 +30,7 @@ struct DemoController: Sendable {
         let phoneNumber =
             request.body.flatMap { FormFields.first("phoneNumber", in: String(buffer: $0)[...]) }?
             .trimmingCharacters(in: .whitespaces) ?? ""
-        return .later {
+        return .later { [self] in
             do {
                 let input = try CreateSessionRequest.validate(
                     RelayJSON.encode(["phoneNumber": phoneNumber]), maximumHold: RelayConfiguration.maximumHold
@@ -54,7 +61,7 @@ struct DemoController: Sendable {
     /// `GET /sandbox/phone?phoneNumber=N`: the simulated phone's inbox.
     func phone(_ request: RelayRequest) -> Reply {
         let phoneNumber = request.queryItem("phoneNumber") ?? ""
-        return .later {
+        return .later { [self] in
             let messages = await sandbox.outbox(phoneNumber: phoneNumber.isEmpty ? nil : phoneNumber)
             let items: [[String: Any]] = messages.reversed().map { message in
                 [

@@ -5,9 +5,14 @@ import ProveAPI
 
 /// The one place errors become answers: problem+json for the API, an HTML page for a person (the
 /// phone's landing, the demo). What it does not know is a 500, logged by its type and never echoed.
-struct ErrorMapping: Sendable {
+final class ErrorMapping: Sendable {
     let pages: Pages
     let logger: Logger
+
+    init(pages: Pages, logger: Logger) {
+        self.pages = pages
+        self.logger = logger
+    }
 
     func answer(for error: any Error, audience: Route.Audience) -> Answer {
         // Over a limit: a bare 429, no detail and no precise Retry-After (security-anchors R1.9).

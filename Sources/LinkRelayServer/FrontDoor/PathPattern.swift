@@ -1,7 +1,7 @@
 /// A path pattern: literal segments, `{name}` for any one segment, and a last `**` for any rest.
 struct PathPattern: Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
     private enum Segment: Sendable, Equatable {
-        case literal(String)
+        case literal([UInt8])
         case parameter(String)
         case rest
     }
@@ -14,7 +14,7 @@ struct PathPattern: Sendable, ExpressibleByStringLiteral, CustomStringConvertibl
         segments = pattern.split(separator: "/").map { part in
             if part == "**" { return .rest }
             if part.hasPrefix("{"), part.hasSuffix("}") { return .parameter(String(part.dropFirst().dropLast())) }
-            return .literal(String(part))
+            return .literal(Array(part.utf8))
         }
     }
 
@@ -25,16 +25,19 @@ struct PathPattern: Sendable, ExpressibleByStringLiteral, CustomStringConvertibl
 
     /// The `{name}` segments of `path`, in order, or nil when it does not match. A `{name}` never matches
     /// an empty segment (`/l/` is no landing).
+    /// The path is read as UTF-8 bytes: a request target is ASCII, and bytes are cheaper to step through
+    /// than `Character`s.
     func match(_ path: Substring) -> [Substring]? {
-        guard path.first == "/" else { return nil }
-        var rest = path.dropFirst()
+        let slash = UInt8(ascii: "/")
+        guard path.utf8.first == slash else { return nil }
+        var rest = path[path.utf8.index(after: path.startIndex)...]
         var captured: [Substring] = []
         for (index, segment) in segments.enumerated() {
             if segment == .rest { return captured }
-            let end = rest.firstIndex(of: "/") ?? rest.endIndex
+            let end = rest.utf8.firstIndex(of: slash) ?? rest.endIndex
             let part = rest[..<end]
             switch segment {
-            case .literal(let literal): guard part == literal else { return nil }
+            case .literal(let literal): guard part.utf8.elementsEqual(literal) else { return nil }
             case .parameter:
                 guard !part.isEmpty else { return nil }
                 captured.append(part)
@@ -43,7 +46,7 @@ struct PathPattern: Sendable, ExpressibleByStringLiteral, CustomStringConvertibl
             let last = index == segments.count - 1
             if last { return end == rest.endIndex ? captured : nil }
             guard end != rest.endIndex else { return nil }
-            rest = rest[rest.index(after: end)...]
+            rest = rest[rest.utf8.index(after: end)...]
         }
         // The root pattern `/`.
         return rest.isEmpty ? captured : nil

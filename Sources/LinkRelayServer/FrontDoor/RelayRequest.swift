@@ -7,6 +7,11 @@ import NIOHTTP1
 struct RelayRequest: Sendable {
     let head: HTTPRequestHead
     let peer: SocketAddress?
+    /// The target before `?`: of an absolute-form target (`http://relay.example/l/…`, which a server must
+    /// accept, RFC 9112 §3.2.2), the part after the scheme and authority.
+    let path: Substring
+    /// The target after `?`, as sent (still percent-encoded); nil without a `?`.
+    let query: Substring?
     /// The body, or nil when it was larger than its route reads (`Route.maximumBody`).
     var body: ByteBuffer? = ByteBuffer()
     /// The path's `{name}` segments, in the order the route's pattern names them.
@@ -15,12 +20,23 @@ struct RelayRequest: Sendable {
     init(head: HTTPRequestHead, peer: SocketAddress?) {
         self.head = head
         self.peer = peer
+        var target = head.uri[...]
+        let utf8 = target.utf8
+        if utf8.first != UInt8(ascii: "/"), let scheme = target.range(of: "://") {
+            let rest = target[scheme.upperBound...].utf8
+            target =
+                target[(rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") } ?? rest.endIndex)...]
+        }
+        let mark = target.utf8.firstIndex(of: UInt8(ascii: "?"))
+        path = target[..<(mark ?? target.endIndex)]
+        query = mark.map { target[target.utf8.index(after: $0)...] }
     }
 
     /// A request as a test writes it.
     init(_ method: HTTPMethod, _ target: String, headers: HTTPHeaders = [:], body: String? = nil) {
-        head = HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers)
-        peer = try? SocketAddress(ipAddress: "127.0.0.1", port: 40000)
+        self.init(
+            head: HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers),
+            peer: try? SocketAddress(ipAddress: "127.0.0.1", port: 40000))
         self.body = ByteBuffer(string: body ?? "")
     }
 
@@ -28,27 +44,6 @@ struct RelayRequest: Sendable {
     /// The request target as sent (`/l/abc?asc=true&authId=…`).
     var target: String { head.uri }
     var headers: HTTPHeaders { head.headers }
-
-    /// The target before `?`.
-    var path: Substring {
-        let target = originForm
-        return target.firstIndex(of: "?").map { target[..<$0] } ?? target
-    }
-
-    /// The target after `?`, as sent (still percent-encoded); nil without a `?`.
-    var query: Substring? {
-        let target = originForm
-        return target.firstIndex(of: "?").map { target[target.index(after: $0)...] }
-    }
-
-    /// The target as a path and query: an absolute-form target (`http://relay.example/l/…`, which a
-    /// server must accept, RFC 9112 §3.2.2) without its scheme and authority.
-    private var originForm: Substring {
-        let target = head.uri[...]
-        guard !target.hasPrefix("/"), let scheme = target.range(of: "://") else { return target }
-        let rest = target[scheme.upperBound...]
-        return rest[(rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex)...]
-    }
 
     /// The first value of a query parameter, percent-decoded (`+` as a space, as forms write it).
     func queryItem(_ name: String) -> String? {

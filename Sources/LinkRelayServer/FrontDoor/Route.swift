@@ -2,7 +2,7 @@ import NIOHTTP1
 
 /// One line of the route table (`Routes`): a method and a path pattern, whom errors are written for,
 /// how much body is read, and the handler.
-struct Route: Sendable {
+final class Route: Sendable {
     /// Who reads this route's errors.
     enum Audience: Sendable {
         /// An integrator's backend or a desktop's script: problem+json.
@@ -42,7 +42,7 @@ struct Route: Sendable {
     }
 
     /// A route of the API (`.api`).
-    init(
+    convenience init(
         _ method: HTTPMethod, _ pattern: PathPattern, body maximumBody: Int = 0,
         cancelledWhenClientLeaves: Bool = false,
         _ handler: @escaping @Sendable (RelayRequest) throws -> Reply

@@ -7,7 +7,7 @@ import NIOHTTP1
 /// Without `--confirm-on-phone` the GET counts as the tap (API.md). With it, the GET only shows who
 /// is asking and two buttons, and the page's POST counts: link scanners and previews, which GET (and
 /// HEAD) links, change nothing. A HEAD never changes anything in either mode.
-struct LandingController: Sendable {
+final class LandingController: Sendable {
     let service: SessionService
     let pages: Pages
     let limits: RequestLimits
@@ -15,6 +15,19 @@ struct LandingController: Sendable {
     let confirmOnPhone: Bool
     let integratorName: String
     let publicOrigin: String
+
+    init(
+        service: SessionService, pages: Pages, limits: RequestLimits, repeatLandings: RepeatLandings,
+        confirmOnPhone: Bool, integratorName: String, publicOrigin: String
+    ) {
+        self.service = service
+        self.pages = pages
+        self.limits = limits
+        self.repeatLandings = repeatLandings
+        self.confirmOnPhone = confirmOnPhone
+        self.integratorName = integratorName
+        self.publicOrigin = publicOrigin
+    }
 
     /// The largest confirm form the relay reads (`choice=confirm`).
     static let maximumFormSize = 256
@@ -29,7 +42,7 @@ struct LandingController: Sendable {
                 service.metrics.landingRepeated()
                 return .now(pages.final(rejected: rejected))
             }
-            return .later {
+            return .later { [self] in
                 let result =
                     confirmOnPhone || head
                     ? try await service.inspectLanding(linkKey: key, parameters: parameters, confirming: confirmOnPhone)
@@ -57,7 +70,7 @@ struct LandingController: Sendable {
             guard choice == "choice=confirm" || choice == "choice=reject" else {
                 throw Problem.badRequest("The form must be choice=confirm or choice=reject.")
             }
-            return .later {
+            return .later { [self] in
                 let result =
                     choice == "choice=confirm"
                     ? try await service.land(linkKey: key, parameters: parameters, confirming: true)

@@ -4,11 +4,17 @@ import Synchronization
 
 /// `/healthz`, `/readyz` and `/metrics` for operators (and their HEADs, for health checks that send
 /// HEAD: the front door leaves the body out).
-struct OpsController: Sendable {
+final class OpsController: Sendable {
     let service: SessionService
     let draining: Draining
     /// With PostgreSQL: the bus from other instances, without which a tap there would not wake a channel here.
-    var listener: PostgresListener?
+    let listener: PostgresListener?
+
+    init(service: SessionService, draining: Draining, listener: PostgresListener?) {
+        self.service = service
+        self.draining = draining
+        self.listener = listener
+    }
 
     func health(_ request: RelayRequest) -> Reply { .now(.text("ok\n")) }
 

@@ -4,16 +4,26 @@ import NIOCore
 import NIOHTTP1
 
 /// The HTML pages, rendered from the Mustache templates in `templates/`, and the assets beside them.
-struct Pages: Sendable {
+final class Pages: Sendable {
     let library: MustacheLibrary
     let sandbox: Bool
     let stylesheet: String
     let demoScript: String
     /// Every template rendered without values, once at start: the landing and the error pages need
     /// nothing else, so a landing costs no render.
-    private var plain: [String: ByteBuffer] = [:]
+    private let plain: [String: ByteBuffer]
     /// The final page for a session the phone turned down ("Not me"), rendered once too.
-    private(set) var finalRejected = ByteBuffer()
+    private let finalRejected: ByteBuffer
+
+    private init(library: MustacheLibrary, sandbox: Bool, stylesheet: String, demoScript: String, templates: [String]) {
+        self.library = library
+        self.sandbox = sandbox
+        self.stylesheet = stylesheet
+        self.demoScript = demoScript
+        plain = Dictionary(
+            uniqueKeysWithValues: templates.map { ($0, ByteBuffer(string: Self.html(library, sandbox, $0, [:]))) })
+        finalRejected = ByteBuffer(string: Self.html(library, sandbox, "final", ["rejected": true]))
+    }
 
     static func load(directory: String?, sandbox: Bool) async throws -> Pages {
         let path = try directory ?? locateTemplates()
@@ -21,14 +31,11 @@ struct Pages: Sendable {
         func asset(_ name: String) throws -> String {
             try String(contentsOfFile: path + "/" + name, encoding: .utf8)
         }
-        var pages = Pages(
-            library: library, sandbox: sandbox, stylesheet: try asset("relay.css"), demoScript: try asset("demo.js"))
-        for file in try FileManager.default.contentsOfDirectory(atPath: path) where file.hasSuffix(".mustache") {
-            let template = String(file.dropLast(".mustache".count))
-            pages.plain[template] = ByteBuffer(string: pages.html(template))
-        }
-        pages.finalRejected = ByteBuffer(string: pages.html("final", ["rejected": true]))
-        return pages
+        let templates = try FileManager.default.contentsOfDirectory(atPath: path).filter { $0.hasSuffix(".mustache") }
+            .map { String($0.dropLast(".mustache".count)) }
+        return Pages(
+            library: library, sandbox: sandbox, stylesheet: try asset("relay.css"), demoScript: try asset("demo.js"),
+            templates: templates)
     }
 
     /// `templates/` in the working directory, else the one in the source tree this was built from.
@@ -63,6 +70,12 @@ struct Pages: Sendable {
     }
 
     func html(_ template: String, _ values: [String: Any] = [:]) -> String {
+        Self.html(library, sandbox, template, values)
+    }
+
+    private static func html(
+        _ library: MustacheLibrary, _ sandbox: Bool, _ template: String, _ values: [String: Any]
+    ) -> String {
         var values = values
         values["sandbox"] = sandbox
         return library.render(values, withTemplate: template) ?? "<!doctype html><title>LinkRelay</title>"

@@ -4,8 +4,12 @@ import ProveSandbox
 
 /// The embedded Prove sandbox under `/sandbox/` (`--prove sandbox` only): its own routes
 /// (`ProveSandbox.respond`) answer, through the front door like every other route.
-struct SandboxController: Sendable {
+final class SandboxController: Sendable {
     let sandbox: ProveSandbox
+
+    init(sandbox: ProveSandbox) {
+        self.sandbox = sandbox
+    }
 
     func answer(_ request: RelayRequest) -> Reply {
         .later { [sandbox] in

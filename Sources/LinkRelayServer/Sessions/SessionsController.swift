@@ -2,11 +2,18 @@ import Foundation
 import LinkRelayCore
 
 /// The server-to-server API: create, read and cancel sessions (`Authorization: Bearer <api key>`).
-struct SessionsController: Sendable {
+final class SessionsController: Sendable {
     let service: SessionService
     let apiKeys: [String]
     let publicURL: String
     let limits: RequestLimits
+
+    init(service: SessionService, apiKeys: [String], publicURL: String, limits: RequestLimits) {
+        self.service = service
+        self.apiKeys = apiKeys
+        self.publicURL = publicURL
+        self.limits = limits
+    }
 
     /// `POST /v1/sessions`.
     func create(_ request: RelayRequest) throws -> Reply {
