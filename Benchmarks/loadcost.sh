@@ -12,7 +12,8 @@
 # (perf's own work then adds to the CPU shown). --offcpu records the scheduler's switches instead
 # (offcpu.perf.data) and prints where the relay's threads waited in the kernel (Benchmarks/offcpu.py).
 # BIN defaults to the release build. N and RATE come from LOADCOST_N (15000) and LOADCOST_RATE (1000);
-# LOADCOST_STORE replaces the store (memory, or sqlite:PATH, e.g. on tmpfs). Needs pip install aiohttp uvloop.
+# LOADCOST_STORE replaces the store (memory, or sqlite:PATH, e.g. on tmpfs); RELAY_FLAGS adds `serve` flags
+# (RELAY_FLAGS="--malloc-tuning on"). Needs pip install aiohttp uvloop.
 set -euo pipefail
 TRANSPORT=${1:-sse}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +27,8 @@ dir=$(mktemp -d)
 ulimit -n 20000 2>/dev/null || true
 
 (cd "$root" && PROVE_CLIENT_ID=sandbox-client PROVE_CLIENT_SECRET=sandbox-secret exec "$bin" serve --port "$port" \
-    --store "${LOADCOST_STORE:-sqlite:$dir/relay.sqlite}" --limits off --api-key "$key" --hold 600 >"$dir/relay.log" 2>&1) &
+    --store "${LOADCOST_STORE:-sqlite:$dir/relay.sqlite}" --limits off --api-key "$key" --hold 600 ${RELAY_FLAGS:-} \
+    >"$dir/relay.log" 2>&1) &
 relay=$!
 trap 'kill $relay 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.01; done

@@ -6,8 +6,8 @@
     ///
     /// Each thread keeps up to 7 freed blocks of each small size for its next allocation; after a burst
     /// the event loops go quiet holding them, spread over the pages the burst used, which `malloc_trim`
-    /// cannot return. Without the caches memory after a burst comes back nearer to idle, for about a
-    /// tenth more CPU per tap (docs/memory.md).
+    /// cannot return. Without the caches, memory after a burst comes back near idle (docs/memory.md
+    /// has the trade).
     ///
     /// glibc reads its tunables only when a process starts, so the relay starts itself once more (an
     /// `exec`: same process id, arguments and environment) with `glibc.malloc.tcache_count=0` added to

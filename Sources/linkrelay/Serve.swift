@@ -55,7 +55,7 @@ struct Serve: AsyncParsableCommand {
     var maxConnections: String?
     @Option(
         help:
-            "on: glibc's allocator tuned to give memory back after bursts, for about a tenth more CPU per tap (LINKRELAY_MALLOC_TUNING, default off)."
+            "on: glibc's allocator tuned to give memory back after bursts; see docs/memory.md (LINKRELAY_MALLOC_TUNING, default off)."
     )
     var mallocTuning: String?
     @Option(help: "utc or local: the time zone of log timestamps (LINKRELAY_LOG_TIME, default utc).")
