@@ -12,22 +12,13 @@ key=bench-api-key-0123456789abcdef
 ulimit -n 20000 2>/dev/null || true
 
 one() {
-    local bin=$1 root=$2 seconds=$3 dir pid session link landing id
+    local bin=$1 root=$2 seconds=$3 dir pid landing
     dir=$(mktemp -d)
     (cd "$root" && exec "$bin" serve --port "$port" --store "sqlite:$dir/relay.sqlite" --limits off \
         --api-key "$key" --hold 600 ${RELAY_FLAGS:-} >"$dir/relay.log" 2>&1) &
     pid=$!
     until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.01; done
-    session=$(curl -sf -X POST "http://127.0.0.1:$port/v1/sessions" -H "Authorization: Bearer $key" \
-        -H 'Content-Type: application/json' -d '{"phoneNumber":"2001004014"}')
-    link=$(curl -sf "http://127.0.0.1:$port/sandbox/outbox?phoneNumber=2001004014" |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["messages"][-1]["link"])')
-    landing=$(curl -s -o /dev/null -w '%{redirect_url}' "$link")
-    curl -sf -o /dev/null "$landing"
-    id=$(echo "$session" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sessionId"])')
-    until curl -sf "http://127.0.0.1:$port/v1/sessions/$id" -H "Authorization: Bearer $key" | grep -q '"result"'; do
-        sleep 0.05
-    done
+    landing=$(bash "$(dirname "$0")/repeat-landing.sh" "$port" "$key")
     wrk -t2 -c64 -d"${seconds}s" "$landing" | awk '/Requests\/sec/ {print $2}'
     kill "$pid"
     wait "$pid" 2>/dev/null || true

@@ -96,16 +96,7 @@ done
 
 echo "== LinkRelay: landing throughput (wrk on a valid repeat landing)" >&2
 start_relay landing
-session=$(curl -sf -X POST "http://127.0.0.1:$port/v1/sessions" -H "Authorization: Bearer $key" \
-    -H 'Content-Type: application/json' -d '{"phoneNumber":"2001004014"}')
-link=$(curl -sf "http://127.0.0.1:$port/sandbox/outbox?phoneNumber=2001004014" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["messages"][-1]["link"])')
-landing=$(curl -s -o /dev/null -w '%{redirect_url}' "$link")
-curl -sf -o /dev/null "$landing"
-id=$(echo "$session" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sessionId"])')
-until curl -sf "http://127.0.0.1:$port/v1/sessions/$id" -H "Authorization: Bearer $key" | grep -q '"result"'; do
-    sleep 0.05
-done
+landing=$(bash "$root/Benchmarks/repeat-landing.sh" "$port" "$key")
 page_bytes=$(curl -s "$landing" | wc -c)
 landing_rps=$(wrk -t2 -c64 -d10s "$landing" | awk '/Requests\/sec/ {print $2}')
 stop_relay
