@@ -217,7 +217,7 @@ public struct RelayConfiguration: Sendable {
             config.publicURL = "http://\(host):\(config.port)"
         }
         // The longest finalTargetUrl the relay makes must pass Prove's rules.
-        let sample = config.publicURL + "/l/" + String(repeating: "A", count: SessionService.linkKeyLength)
+        let sample = config.publicURL + "/l/" + String(repeating: "A", count: LandingRedirect.linkKeyLength)
         if let violation = FinalTargetURL.validate(sample) {
             throw ConfigurationError(
                 "--public-url: links made from it break Prove's finalTargetUrl rules: \(violation)")

@@ -34,12 +34,7 @@ public struct LinkRelay: Sendable {
         switch route.reply(to: request, errors: frontDoor.errors) {
         case .now(let answer): return answer
         case .channel: return nil
-        case .later(let work):
-            do {
-                return try await work()
-            } catch {
-                return frontDoor.errors.answer(for: error, audience: route.audience)
-            }
+        case .later(let work): return await route.answer(work, errors: frontDoor.errors)
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import LinkRelayCore
 import ProveAPI
 import Testing
 
@@ -329,7 +330,7 @@ struct ConfigurationTests {
     @Test("The longest public URL whose links still fit in 128 characters is accepted")
     func publicURLAtLimit() throws {
         // "/l/" and a 32-character key follow the public URL.
-        let room = 128 - 3 - SessionService.linkKeyLength
+        let room = 128 - 3 - LandingRedirect.linkKeyLength
         let host = String(repeating: "a", count: room - "https://".count - ".example".count) + ".example"
         let url = "https://" + host
         #expect(url.count == room)

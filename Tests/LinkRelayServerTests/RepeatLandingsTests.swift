@@ -11,7 +11,7 @@ struct RepeatLandingsTests {
     /// An ended session whose phone landed with `authId`, with a link key of the relay's length.
     static func ended(_ index: Int) -> Session {
         let now = Date()
-        let key = String(repeating: String(index), count: SessionService.linkKeyLength)
+        let key = String(repeating: String(index), count: LandingRedirect.linkKeyLength)
         var session = Session(
             id: "ses_\(index)", linkKey: key, channelToken: "token", createdAt: now,
             expiresAt: now.addingTimeInterval(180), correlationId: "c\(index)", authToken: nil,

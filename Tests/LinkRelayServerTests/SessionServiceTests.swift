@@ -61,7 +61,7 @@ struct SessionServiceTests {
         #expect(unify.possessionType == "desktop")
         #expect(unify.phoneNumber == "2001004014")
         #expect(unify.finalTargetUrl == "https://relay.example/l/" + session.linkKey)
-        #expect(session.linkKey.count == SessionService.linkKeyLength)
+        #expect(session.linkKey.count == LandingRedirect.linkKeyLength)
         #expect(session.expiresAt == clock.now().addingTimeInterval(180))
         let (_, events) = try await stored(session.id)
         #expect(events == ["waiting"])
@@ -122,7 +122,7 @@ struct SessionServiceTests {
     func closedLandings() async throws {
         let session = try await service.create(Self.request, idempotencyKey: nil)
         var unknown = session
-        unknown.linkKey = String(repeating: "A", count: SessionService.linkKeyLength)
+        unknown.linkKey = String(repeating: "A", count: LandingRedirect.linkKeyLength)
         #expect(try await landing(unknown).name == "unknown")
         clock.advance(by: 180)
         #expect(try await landing(session).name == "expired")

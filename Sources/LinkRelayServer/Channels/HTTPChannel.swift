@@ -43,7 +43,8 @@ final class HTTPChannel {
             cursor: admission.cursor, wakeAt: wakeAt, onStep: onStep)
     }
 
-    /// Writes what `step` asks for; true when the answer is complete (the front door then ends it).
+    /// Writes what `step` asks for; true when the answer is complete (the front door then closes the
+    /// channel and ends the answer).
     func handle(_ step: ChannelFeed.Step, _ context: ChannelHandlerContext) -> Bool {
         transport == .sse ? eventStreamStep(step, context) : pollStep(step, context)
     }
@@ -76,7 +77,6 @@ final class HTTPChannel {
             // The client is to reconnect, to this instance once it is back or to another.
             keepAlive = false
         }
-        close()
         let done = events.contains(where: \.isTerminal) || (events.isEmpty && finished)
         var headers = admission.headers
         headers.add(name: "Content-Type", value: "application/json")

@@ -49,12 +49,12 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
 
         /// Keeps the body up to the route's maximum; past it, the handler gets nil.
         func append(_ bytes: inout ByteBuffer) {
-            guard request.body != nil else { return }
-            if request.body!.readableBytes + bytes.readableBytes > route?.maximumBody ?? 0 {
-                request.body = nil
-            } else {
-                request.body!.writeBuffer(&bytes)
-            }
+            // Taken out while it grows, so that the write does not copy it.
+            guard var body = request.body.take(),
+                body.readableBytes + bytes.readableBytes <= route?.maximumBody ?? 0
+            else { return }
+            body.writeBuffer(&bytes)
+            request.body = body
         }
     }
 
@@ -170,15 +170,10 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         case .now(let answer):
             respond(answer, head: head, keepAlive, context)
         case .later(let work):
-            let (errors, audience, eventLoop) = (services.errors, route.audience, context.eventLoop)
+            let (errors, eventLoop) = (services.errors, context.eventLoop)
             let this = NIOLoopBound((self, context), eventLoop: eventLoop)
             let task = Task(executorPreference: EventLoopTaskExecutor.current) {
-                let answer: Answer
-                do {
-                    answer = try await work()
-                } catch {
-                    answer = errors.answer(for: error, audience: audience)
-                }
+                let answer = await route.answer(work, errors: errors)
                 let answered: @Sendable () -> Void = { this.value.0.answered(answer, head: head, this.value.1) }
                 // The task runs on the loop it prefers; should it not, its answer is queued there.
                 if eventLoop.inEventLoop { answered() } else { eventLoop.execute(answered) }

@@ -41,6 +41,15 @@ final class Route: Sendable {
         }
     }
 
+    /// What a `.later` reply's work answers; an error it throws is answered as for the handler's.
+    func answer(_ work: @Sendable () async throws -> Answer, errors: ErrorMapping) async -> Answer {
+        do {
+            return try await work()
+        } catch {
+            return errors.answer(for: error, audience: audience)
+        }
+    }
+
     /// A route of the API (`.api`).
     convenience init(
         _ method: HTTPMethod, _ pattern: PathPattern, body maximumBody: Int = 0,

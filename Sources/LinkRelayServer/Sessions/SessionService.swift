@@ -6,9 +6,6 @@ import ProveAPI
 
 /// The one place that changes sessions: it writes the store, then wakes channels through the bus.
 final class SessionService: Sendable {
-    /// Characters of random key in `/l/{key}`.
-    static let linkKeyLength = LandingRedirect.linkKeyLength
-
     let store: any SessionStore
     let bus: any EventBus
     let prove: any ProveClient
@@ -94,7 +91,7 @@ final class SessionService: Sendable {
         let hold = request.holdSeconds ?? defaultHold
         let expiresAt = now.addingTimeInterval(TimeInterval(hold))
         let id = Secrets.sessionID()
-        let linkKey = Secrets.token(length: Self.linkKeyLength)
+        let linkKey = Secrets.token(length: LandingRedirect.linkKeyLength)
         let finalTargetUrl = publicURL + "/l/" + linkKey
         let clientRequestId = request.clientRequestId ?? Secrets.uuid()
         var log = logger
