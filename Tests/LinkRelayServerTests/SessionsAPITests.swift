@@ -248,6 +248,37 @@ struct SessionsAPITests {
         }
     }
 
+    static let stores = ["memory", "sqlite"] + (TestPostgres.available ? ["postgres"] : [])
+
+    @Test("An Idempotency-Key belongs to the API key that sent it, in every store", arguments: stores)
+    func idempotencyKeyScopedToAPIKey(_ kind: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lr-idem-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store =
+            switch kind {
+            case "sqlite": "sqlite:" + directory.appendingPathComponent("relay.sqlite").path
+            case "postgres": try await TestPostgres.createDatabase()
+            default: "memory"
+            }
+        let otherKey = "test-api-key-of-another-integrator"
+        try await TestRelay.run(store: store, flags: ["api-key": [TestRelay.apiKey, otherKey]]) { relay in
+            let key = ("Idempotency-Key", "order-44")
+            let first = try await relay.createSession(headers: [key])
+            let answer = try await relay.request(
+                .POST, "/v1/sessions",
+                headers: [("Authorization", "Bearer \(otherKey)"), ("Content-Type", "application/json"), key],
+                body: #"{"phoneNumber":"2001004014"}"#)
+            #expect(answer.status == 201)
+            let second = try answer.json(Created.self)
+            #expect(second.sessionId != first.sessionId)
+            #expect(second.channel.token != first.channel.token)
+            #expect(try await relay.outboxMessages().count == 2)
+            // Each key still gets its own session back on a repeat.
+            #expect(try await relay.createSession(headers: [key]).sessionId == first.sessionId)
+        }
+    }
+
     @Test("The same Idempotency-Key with a different body is 422 and starts nothing")
     func idempotencyKeyReused() async throws {
         try await TestRelay.run { relay in

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import LinkRelayCore
 
@@ -5,19 +6,26 @@ import LinkRelayCore
 final class SessionsController: Sendable {
     let service: SessionService
     let apiKeys: [String]
+    /// Per API key, the prefix that scopes its Idempotency-Keys: a digest, so the key itself is never
+    /// stored, and stable when keys are added, removed or reordered.
+    private let idempotencyScopes: [String]
     let publicURL: String
     let limits: RequestLimits
 
     init(service: SessionService, apiKeys: [String], publicURL: String, limits: RequestLimits) {
         self.service = service
         self.apiKeys = apiKeys
+        self.idempotencyScopes = apiKeys.map { key in
+            SHA256.hash(data: Data(key.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined()
+        }
         self.publicURL = publicURL
         self.limits = limits
     }
 
     /// `POST /v1/sessions`.
     func create(_ request: RelayRequest) throws -> Reply {
-        guard limits.allowCreate(keyIndex: try authorize(request)) else { throw LimitExceeded() }
+        let keyIndex = try authorize(request)
+        guard limits.allowCreate(keyIndex: keyIndex) else { throw LimitExceeded() }
         if let type = request.headers.first(name: "Content-Type"), !type.lowercased().hasPrefix("application/json") {
             throw Problem(
                 status: .unsupportedMediaType, title: "Unsupported Media Type",
@@ -31,8 +39,11 @@ final class SessionsController: Sendable {
         if let key, key.isEmpty || key.count > 255 {
             throw Problem.badRequest("Idempotency-Key must be 1 to 255 characters.")
         }
+        // Scoped to the API key, as Stripe does: another key's request with the same Idempotency-Key is
+        // a request of its own, never an answer with the first key's session and channel token.
+        let scopedKey = key.map { idempotencyScopes[keyIndex] + ":" + $0 }
         return .later { [service, publicURL] in
-            let session = try await service.create(input, idempotencyKey: key)
+            let session = try await service.create(input, idempotencyKey: scopedKey)
             return .json(CreatedSession(session, publicURL: publicURL), status: .created)
         }
     }
