@@ -51,6 +51,41 @@ struct LimitsTests {
         }
     }
 
+    @Test("Scanners' HEADs, from any addresses, never spend the link's budget: the phone's GET still lands")
+    func headsSpareTheLink() async throws {
+        try await TestRelay.run(
+            clock: ManualClock(), flags: Self.viaProxy.merging(["limit-landing-per-link": ["2"]]) { $1 }
+        ) { relay in
+            let created = try await relay.createSession()
+            let link = try await relay.latestLink()
+            let landing = try #require(try await relay.request(.GET, link).header("Location"))
+            for scanner in 1...20 {
+                let head = try await relay.request(.HEAD, landing, headers: [("X-Forwarded-For", "192.0.2.\(scanner)")])
+                #expect(head.status == 200)
+            }
+            #expect(try await land(relay, landing, from: "203.0.113.9").status == 200, "the phone lands")
+            #expect(try await relay.pollUntilDone(created).map(\.type) == ["waiting", "tapped", "result"])
+        }
+    }
+
+    @Test("With taps confirmed on the phone, GETs of the page do not spend the link's budget either")
+    func confirmPageGetsSpareTheLink() async throws {
+        try await TestRelay.run(
+            clock: ManualClock(),
+            flags: Self.viaProxy.merging(["limit-landing-per-link": ["2"], "confirm-on-phone": ["on"]]) { $1 }
+        ) { relay in
+            _ = try await relay.createSession()
+            let link = try await relay.latestLink()
+            let landing = try #require(try await relay.request(.GET, link).header("Location"))
+            for scanner in 1...10 { #expect(try await land(relay, landing, from: "192.0.2.\(scanner)").status == 200) }
+            let confirm = try await relay.request(
+                .POST, landing,
+                headers: [("Content-Type", "application/x-www-form-urlencoded"), ("X-Forwarded-For", "203.0.113.9")],
+                body: "choice=confirm")
+            #expect(confirm.status == 303, "the phone's confirm is not turned away")
+        }
+    }
+
     @Test("X-Forwarded-For is ignored unless the peer is a trusted proxy")
     func forwardedForFromUntrustedPeer() async throws {
         try await TestRelay.run(flags: ["limit-landing-per-ip": ["2"]]) { relay async throws in

@@ -1,7 +1,6 @@
 import Foundation
 import LinkRelayCore
 import LinkRelaySupport
-import Logging
 
 /// The relay's rate and connection limits (`Limits`), as the controllers apply them. Over a limit a
 /// request gets a bare 429 and changes nothing. With `--limits off` every check passes.
@@ -17,12 +16,9 @@ final class RequestLimits: Sendable {
     private let active: Active?
     private let trustedProxies: [IPNetwork]
     private let clock: any RelayClock
-    private let metrics: RelayMetrics
-    private let logger: Logger
+    let refusals: SecurityEvents
 
-    init(
-        limits: Limits?, trustedProxies: [IPNetwork], clock: any RelayClock, metrics: RelayMetrics, logger: Logger
-    ) {
+    init(limits: Limits?, trustedProxies: [IPNetwork], clock: any RelayClock, refusals: SecurityEvents) {
         self.active = limits.map { limits in
             Active(
                 landingByIP: RateLimiter(rule: .init(perMinute: limits.landingPerIP, burst: limits.landingPerIP)),
@@ -34,8 +30,7 @@ final class RequestLimits: Sendable {
         }
         self.trustedProxies = trustedProxies
         self.clock = clock
-        self.metrics = metrics
-        self.logger = logger
+        self.refusals = refusals
     }
 
     /// The client's address: the socket's peer, or the client `X-Forwarded-For` names when the peer
@@ -47,15 +42,16 @@ final class RequestLimits: Sendable {
             peer: peer, forwardedFor: request.headers["X-Forwarded-For"], trustedProxies: trustedProxies)
     }
 
-    /// One landing (GET, HEAD or POST on `/l/{key}`): a token from the client's bucket and the link's.
-    /// `client` is only worked out when limits are on.
-    func allowLanding(linkKey: String, client: () -> IPAddress?) -> Bool {
+    /// One landing (GET, HEAD or POST on `/l/{key}`): a token from the client's bucket, and from the
+    /// link's when `linkKey` is given (only a request that can be the tap spends it). `client` is only
+    /// worked out when limits are on.
+    func allowLanding(linkKey: String?, client: () -> IPAddress?) -> Bool {
         guard let active else { return true }
         let now = clock.now()
         guard active.landingByIP.allow(client()?.rateLimitKey ?? "unknown", now: now) else {
             return trip(.landingPerIP)
         }
-        guard active.landingByLink.allow(linkKey, now: now) else { return trip(.landingPerLink) }
+        if let linkKey, !active.landingByLink.allow(linkKey, now: now) { return trip(.landingPerLink) }
         return true
     }
 
@@ -84,12 +80,11 @@ final class RequestLimits: Sendable {
         }
     }
 
-    /// Counts the trip; always false, so a check can end with `|| trip(...)`.
+    /// Counts and logs the trip (a security event, security-anchors L7.4); always false, so a check can
+    /// end with `|| trip(...)`.
     @discardableResult
     private func trip(_ kind: LimitKind) -> Bool {
-        metrics.limitTripped(kind)
-        // A security event (security-anchors L7.4); the client's address is personal data, so not logged.
-        logger.notice("Limit tripped", metadata: ["limit": .string(kind.rawValue)])
+        refusals.record(.limit(kind))
         return false
     }
 }

@@ -36,8 +36,10 @@ final class LandingController: Sendable {
     /// A reload of an ended session's final page is answered at once, from memory (`RepeatLandings`):
     /// it is the request a phone repeats most.
     func visit(_ request: RelayRequest) throws -> Reply {
-        try landing(request) { key, parameters in
-            let head = request.method == .HEAD
+        let head = request.method == .HEAD
+        // Only a request that can be the tap spends the link's budget: scanners' HEADs, and GETs that
+        // only show the confirm page, cannot lock the phone out.
+        return try landing(request, spendsLinkBudget: !head && !confirmOnPhone) { key, parameters in
             if !head, let rejected = repeatLandings.ended(key: key, authId: parameters.authId) {
                 service.metrics.landingRepeated()
                 return .now(pages.final(rejected: rejected))
@@ -56,7 +58,7 @@ final class LandingController: Sendable {
     /// ends the session. Either way the answer is a 303 back to the landing's GET, which shows where
     /// things stand.
     func confirm(_ request: RelayRequest) throws -> Reply {
-        try landing(request) { key, parameters in
+        try landing(request, spendsLinkBudget: confirmOnPhone) { key, parameters in
             guard confirmOnPhone else {
                 throw Problem(
                     status: .methodNotAllowed, title: "Method Not Allowed", detail: "Only GET and HEAD land here.",
@@ -64,6 +66,7 @@ final class LandingController: Sendable {
             }
             // The form is the relay's own page; a browser posting it from anywhere else is refused.
             if let origin = request.headers.first(name: "Origin"), origin != publicOrigin {
+                limits.refusals.record(.confirmOrigin)
                 throw Problem.forbidden("The confirm form comes from the relay's own page.")
             }
             let choice = request.body.map { String(buffer: $0) }
@@ -92,10 +95,14 @@ final class LandingController: Sendable {
     /// Runs `body` for a landing that passes the limits and the landing's rules (`LandingRedirect.check`:
     /// the strict query, then the key's shape, before any lookup); otherwise throws why it is turned away.
     private func landing(
-        _ request: RelayRequest, _ body: (_ key: String, _ parameters: LandingParameters) throws -> Reply
+        _ request: RelayRequest, spendsLinkBudget: Bool,
+        _ body: (_ key: String, _ parameters: LandingParameters) throws -> Reply
     ) throws -> Reply {
         let key = request.parameters[0]
-        guard limits.allowLanding(linkKey: String(key), client: { limits.client(request) }) else {
+        guard
+            limits.allowLanding(
+                linkKey: spendsLinkBudget ? String(key) : nil, client: { limits.client(request) })
+        else {
             throw LimitExceeded()
         }
         switch LandingRedirect.check(linkKey: key, query: request.query) {
