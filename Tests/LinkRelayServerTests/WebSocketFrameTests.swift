@@ -24,7 +24,21 @@ struct WebSocketFrameTests {
         ("a text frame that is not UTF-8", RawWebSocket.clientFrame(opcode: text, [0x68, 0xC3, 0x28]), 1007),
         ("a ping over 125 bytes", RawWebSocket.clientFrame(opcode: ping, Array(repeating: 0x61, count: 126)), 1002),
         ("a fragmented ping", RawWebSocket.clientFrame(opcode: ping, [0x61], fin: false), 1002),
+        ("a frame with RSV1 and no extension", rsv1(RawWebSocket.clientFrame(opcode: text, Array("hi".utf8))), 1002),
+        ("a close with a 1-byte payload", RawWebSocket.clientFrame(opcode: close, [0x03]), 1002),
+        ("a close with code 1005", RawWebSocket.clientFrame(opcode: close, [0x03, 0xED]), 1002),
+        ("a close with code 1006", RawWebSocket.clientFrame(opcode: close, [0x03, 0xEE]), 1002),
+        ("a close with code 999", RawWebSocket.clientFrame(opcode: close, [0x03, 0xE7]), 1002),
+        ("a close with code 1015", RawWebSocket.clientFrame(opcode: close, [0x03, 0xF7]), 1002),
+        ("a close with code 2999", RawWebSocket.clientFrame(opcode: close, [0x0B, 0xB7]), 1002),
+        ("a close with code 5000", RawWebSocket.clientFrame(opcode: close, [0x13, 0x88]), 1002),
+        ("a close whose reason is not UTF-8", RawWebSocket.clientFrame(opcode: close, [0x03, 0xE8, 0xC3, 0x28]), 1007),
     ]
+
+    static let close: UInt8 = 0x8
+
+    /// `frame` with its first reserved bit set.
+    static func rsv1(_ frame: [UInt8]) -> [UInt8] { [frame[0] | 0x40] + frame.dropFirst() }
 
     @Test("Bad frames close the WebSocket with their code", arguments: cases)
     func badFrame(_ name: String, _ frames: [UInt8], _ code: Int) async throws {
@@ -36,6 +50,13 @@ struct WebSocketFrameTests {
             #expect(socket.closeCode == code, "\(name)")
             // The session is untouched: still waiting, and a new channel works.
             #expect(try await relay.session(created.sessionId).state == "waiting")
+            // Counted as a security event (the count may land just after the close frame left).
+            var counted = false
+            for _ in 0..<200 where !counted {
+                counted = try await relay.request(.GET, "/metrics").body.contains(
+                    "linkrelay_security_events_total{event=\"websocket_protocol_error\"} 1")
+            }
+            #expect(counted, "\(name)")
         }
     }
 
@@ -85,15 +106,18 @@ struct WebSocketFrameTests {
         #expect(offsets.min()! < 12 && offsets.max()! > 18, "spread over the second half of the interval")
     }
 
-    @Test("The desktop's close is answered with its code")
-    func clientClose() async throws {
+    @Test(
+        "The desktop's close is answered with its code when a peer may send it, and 1000 when it gave none",
+        arguments: [([0x03, 0xE9], 1001), ([0x0B, 0xB8], 3000), ([0x11, 0x94, 0x62, 0x79, 0x65], 4500), ([], 1000)]
+            as [([UInt8], Int)])
+    func clientClose(_ payload: [UInt8], _ code: Int) async throws {
         try await TestRelay.run { relay in
             let created = try await relay.createSession()
             let socket = try await RawWebSocket.open(
                 created.channel.websocket + "?token=\(created.channel.token)",
-                frames: RawWebSocket.clientFrame(opcode: 0x8, [0x03, 0xE9]))
+                frames: RawWebSocket.clientFrame(opcode: Self.close, payload))
             #expect(socket.upgraded)
-            #expect(socket.closeCode == 1001)
+            #expect(socket.closeCode == code)
             #expect(try await relay.session(created.sessionId).state == "waiting")
         }
     }

@@ -8,10 +8,13 @@ import NIOWebSocket
 /// A desktop's WebSocket channel, on the event loop. It sends each event as a text message and closes
 /// with 1000 after a terminal one, or 1012 when the relay shuts down.
 ///
-/// The desktop is expected to send nothing; what it sends is held to the caps: a frame or message
-/// over `maximumMessageSize` closes with 1009 (NIO's decoder does this for frames), an unmasked frame
-/// with 1002, a text message that is not UTF-8 with 1007. Control frames over 125 bytes or fragmented
-/// close with 1002 (NIO's decoder). `permessage-deflate` is never negotiated.
+/// The desktop is expected to send nothing; what it sends is held to RFC 6455 and the caps: a frame or
+/// message over `maximumMessageSize` closes with 1009 (NIO's decoder does this for frames), an
+/// unmasked frame or one with a reserved bit set (no extension is ever negotiated) with 1002, a text
+/// message that is not UTF-8 with 1007. Control frames over 125 bytes or fragmented close with 1002
+/// (NIO's decoder). A close frame is answered with its own code when that code may be sent (RFC 6455
+/// §7.4), with 1002 when it may not or when the payload is one byte, and with 1007 when its reason is
+/// not UTF-8. `permessage-deflate` is never negotiated.
 final class WebSocketChannelHandler: ChannelInboundHandler {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
@@ -62,8 +65,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
                     WebSocketChannelHandler(services: services, admission: admission, slot: slot),
                 ], position: .after(context.handler))
             pipeline.removeHandler(context: context, promise: nil)
-            pipeline.removeHandler(try pipeline.handler(type: IdleStateHandler.self), promise: nil)
-            pipeline.removeHandler(try pipeline.handler(type: HTTPServerProtocolErrorHandler.self), promise: nil)
+            pipeline.removeHandler(try pipeline.handler(type: ReadClock.self), promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: HTTPServerPipelineHandler.self), promise: nil)
             if let upgrades = try? pipeline.handler(type: HTTPServerUpgradeHandler.self) {
                 pipeline.removeHandler(upgrades, promise: nil)
@@ -96,6 +98,15 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         end()
         closeDeadline?.cancel()
+    }
+
+    /// NIO's frame decoder refused a frame (too large, a control frame fragmented or too long): its
+    /// protocol-error handler has sent the close; here it is counted.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let error = error as? NIOWebSocketError {
+            services.refusals.record(.webSocketProtocol(code: error == .invalidFrameLength ? 1009 : 1002))
+        }
+        context.fireErrorCaught(error)
     }
 
     /// The desktop closed its side without a close frame: it is gone.
@@ -148,6 +159,12 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
     private func close(_ code: WebSocketErrorCode, _ context: ChannelHandlerContext, reason: String = "") {
         end()
         guard !closing else { return }
+        switch code {
+        case .protocolError: services.refusals.record(.webSocketProtocol(code: 1002))
+        case .dataInconsistentWithMessage: services.refusals.record(.webSocketProtocol(code: 1007))
+        case .messageTooLarge: services.refusals.record(.webSocketProtocol(code: 1009))
+        default: break
+        }
         closing = true
         var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         data.write(webSocketErrorCode: code)
@@ -161,18 +178,21 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         if closing, frame.opcode != .connectionClose { return }
-        guard frame.maskKey != nil else { return close(.protocolError, context) }
+        guard frame.maskKey != nil, !frame.rsv1, !frame.rsv2, !frame.rsv3 else {
+            return close(.protocolError, context)
+        }
         switch frame.opcode {
         case .connectionClose:
             if closing {
                 context.close(promise: nil)
             } else {
-                // Answer with the desktop's own code, then close.
+                // Answer with the desktop's own code when it is one a peer may send, then close.
+                let (code, broken) = Self.answer(toClose: frame.unmaskedData)
+                if broken { services.refusals.record(.webSocketProtocol(code: Int(code))) }
                 end()
                 closing = true
-                var payload = frame.unmaskedData
                 var data = context.channel.allocator.buffer(capacity: 2)
-                data.write(webSocketErrorCode: payload.readWebSocketErrorCode() ?? .normalClosure)
+                data.writeInteger(code)
                 let channel = context.channel
                 context.writeAndFlush(
                     wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data))
@@ -187,6 +207,21 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
             receive(frame, context)
         default:
             close(.protocolError, context)
+        }
+    }
+
+    /// The code that answers a close frame's payload (RFC 6455 §5.5.1, §7.4): none given, 1000; one
+    /// byte, 1002; a reason that is not UTF-8, 1007; a code no endpoint may send (below 1000, 1004–1006,
+    /// 1015, the unassigned 1016–2999, or 5000 and up), 1002; else the desktop's own code. `broken`:
+    /// the desktop broke the protocol.
+    static func answer(toClose payload: ByteBuffer) -> (code: UInt16, broken: Bool) {
+        var payload = payload
+        guard payload.readableBytes > 0 else { return (1000, false) }
+        guard let code = payload.readInteger(as: UInt16.self) else { return (1002, true) }
+        guard String(validating: payload.readableBytesView, as: UTF8.self) != nil else { return (1007, true) }
+        switch code {
+        case 1000...1003, 1007...1014, 3000...4999: return (code, false)
+        default: return (1002, true)
         }
     }
 
