@@ -58,6 +58,20 @@ public struct RelayConfiguration: Sendable {
     public var templatesDirectory: String?
     /// Connections open at once; beyond it the relay accepts no more until one closes.
     public var maxConnections = RelayConfiguration.defaultMaxConnections
+    /// Connections open at once from one client address (IPv6: one /64); nil with `--limits off`.
+    /// A tenth of `maxConnections` unless set: one address cannot take the whole relay.
+    public var connectionsPerAddress: Int? = nil
+    /// How long a request's head may take to arrive once its first byte has (nginx's
+    /// `client_header_timeout`); a new connection has this long for its first request too.
+    public var headerTimeout: TimeInterval = 10
+    /// The longest gap between two reads of a request's body (nginx's `client_body_timeout`).
+    public var bodyTimeout: TimeInterval = 10
+    /// How long a shutdown keeps accepting, answering `/readyz` with 503, before the listener closes:
+    /// time for a load balancer to see the drain and send no more.
+    public var drainDelay: TimeInterval = 5
+    /// The embedded sandbox on an address other than loopback (`--sandbox-public`): its routes need no
+    /// key, so it is refused there unless asked for.
+    public var sandboxPublic = false
 
     /// The process's open-file limit minus 1,024 descriptors kept for everything else (the store,
     /// calls to Prove, the runtime's own). Without that room, a flood of connections took the last
@@ -82,7 +96,10 @@ public struct RelayConfiguration: Sendable {
             ("breaker-failures", "LINKRELAY_BREAKER_FAILURES"),
             ("breaker-cooldown", "LINKRELAY_BREAKER_COOLDOWN"), ("sandbox-fault", "LINKRELAY_SANDBOX_FAULTS"),
             ("max-connections", "LINKRELAY_MAX_CONNECTIONS"), ("malloc-tuning", "LINKRELAY_MALLOC_TUNING"),
-            ("log-time", "LINKRELAY_LOG_TIME"),
+            ("log-time", "LINKRELAY_LOG_TIME"), ("header-timeout", "LINKRELAY_HEADER_TIMEOUT"),
+            ("body-timeout", "LINKRELAY_BODY_TIMEOUT"), ("drain-delay", "LINKRELAY_DRAIN_DELAY"),
+            ("limit-connections-per-address", "LINKRELAY_LIMIT_CONNECTIONS_PER_ADDRESS"),
+            ("sandbox-public", "LINKRELAY_SANDBOX_PUBLIC"),
         ] + Limits.settings.map { ($0.flag, $0.env) }
 
     /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
@@ -193,6 +210,17 @@ public struct RelayConfiguration: Sendable {
         if let seconds = try number("drain-timeout", in: 0...600) { config.drainTimeout = TimeInterval(seconds) }
         if let failures = try number("breaker-failures", in: 1...1000) { config.breakerFailures = failures }
         if let connections = try number("max-connections", in: 1...10_000_000) { config.maxConnections = connections }
+        let perAddress = try number("limit-connections-per-address", in: 1...10_000_000)
+        config.connectionsPerAddress = config.limits == nil ? nil : perAddress ?? max(1, config.maxConnections / 10)
+        if let seconds = try number("header-timeout", in: 1...600) { config.headerTimeout = TimeInterval(seconds) }
+        if let seconds = try number("body-timeout", in: 1...600) { config.bodyTimeout = TimeInterval(seconds) }
+        if let seconds = try number("drain-delay", in: 0...600) { config.drainDelay = TimeInterval(seconds) }
+        config.sandboxPublic = try boolean(value("sandbox-public"), flag: "sandbox-public", default: false)
+        if case .sandbox = config.prove, !config.sandboxPublic, !isLoopback(config.host) {
+            throw ConfigurationError(
+                "--host \(config.host): the embedded sandbox's routes need no key and would let anyone on the network "
+                    + "tap any session; listen on loopback, use a real --prove, or add --sandbox-public on")
+        }
         if let seconds = try number("breaker-cooldown", in: 1...600) { config.breakerCooldown = TimeInterval(seconds) }
         // Fault specs hold commas, so several are separated by semicolons in the environment.
         let faultSpecs = (values("sandbox-fault") ?? []).flatMap { $0.split(separator: ";") }
@@ -233,6 +261,11 @@ public struct RelayConfiguration: Sendable {
         let origins = list("allowed-origin")
         config.allowedOrigins = origins.isEmpty ? [origin(of: config.publicURL)] : origins
         return config
+    }
+
+    /// Whether `host` listens on loopback only: `localhost`, 127.0.0.0/8 or ::1.
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || IPAddress(host)?.isLoopback == true
     }
 
     /// An empty value (`LINKRELAY_CONFIRM_ON_PHONE=` in an environment file) is no setting at all.

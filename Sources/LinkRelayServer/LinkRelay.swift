@@ -49,13 +49,14 @@ public struct LinkRelay: Sendable {
     /// With `handlingSignals`, SIGTERM and SIGINT start the shutdown.
     public func serviceGroup(handlingSignals: Bool = true, logger: Logger) -> ServiceGroup {
         let drain = Drain(
-            hub: hub, draining: draining, sandbox: sandbox,
+            hub: hub, draining: draining, clock: service.clock, delay: configuration.drainDelay, sandbox: sandbox,
             timeout: .milliseconds(Int64(configuration.drainTimeout * 1000)),
             logger: logger)
         var group = ServiceGroupConfiguration(
             services: (services + [drain]).map { .init(service: $0) },
             gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger)
-        group.maximumGracefulShutdownDuration = .milliseconds(Int64(configuration.drainTimeout * 1000)) + .seconds(5)
+        group.maximumGracefulShutdownDuration =
+            .milliseconds(Int64((configuration.drainDelay + configuration.drainTimeout) * 1000)) + .seconds(5)
         return ServiceGroup(configuration: group)
     }
 }
@@ -101,6 +102,11 @@ public func buildLinkRelay(
             logger: logger)
     }
 
+    if sandbox != nil, configuration.sandboxPublic, !RelayConfiguration.isLoopback(configuration.host) {
+        logger.warning(
+            "The embedded sandbox is served beyond loopback (--sandbox-public): anyone who reaches this address can read every link and tap any session",
+            metadata: ["host": .string(configuration.host)])
+    }
     if let sandbox {
         for (endpoint, fault) in configuration.sandboxFaults {
             try await sandbox.setFault(fault, for: endpoint)
@@ -123,9 +129,9 @@ public func buildLinkRelay(
         publicURL: configuration.publicURL, defaultHold: configuration.holdSeconds)
     let pages = try await Pages.load(directory: configuration.templatesDirectory, sandbox: sandbox != nil)
     let draining = Draining()
+    let refusals = SecurityEvents(metrics: metrics, logger: logger, clock: clock)
     let limits = RequestLimits(
-        limits: configuration.limits, trustedProxies: configuration.trustedProxies, clock: clock, metrics: metrics,
-        logger: logger)
+        limits: configuration.limits, trustedProxies: configuration.trustedProxies, clock: clock, refusals: refusals)
     // With PostgreSQL, other instances' writes reach this instance's channels through the listener,
     // and the coordinator takes over what a gone instance left.
     var listener: PostgresListener?
@@ -138,7 +144,7 @@ public func buildLinkRelay(
 
     let writer = ResponseWriter(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
     let channels = ChannelsController(
-        gate: ChannelGate(store: store, allowedOrigins: Set(configuration.allowedOrigins), logger: logger),
+        gate: ChannelGate(store: store, allowedOrigins: Set(configuration.allowedOrigins), refusals: refusals),
         limits: limits)
     let routes = Routes(
         landing: LandingController(
@@ -155,12 +161,19 @@ public func buildLinkRelay(
         sandbox: sandbox.map(SandboxController.init))
     let frontDoor = FrontDoor.Services(
         routes: routes, errors: ErrorMapping(pages: pages, logger: logger), channels: channels,
-        channelServices: ChannelServices(hub: hub, store: store, clock: clock, metrics: metrics, writer: writer))
+        channelServices: ChannelServices(
+            hub: hub, store: store, clock: clock, metrics: metrics, writer: writer, refusals: refusals),
+        refusals: refusals, headerTimeout: .seconds(Int64(configuration.headerTimeout)),
+        bodyTimeout: .seconds(Int64(configuration.bodyTimeout)))
 
     let (running, runningContinuation) = AsyncStream<Void>.makeStream()
     let mode = sandbox == nil ? "prove" : "SANDBOX (simulated Prove)"
     let server = RelayServer(
         host: configuration.host, port: configuration.port, maxConnections: configuration.maxConnections,
+        perAddress: configuration.connectionsPerAddress.map {
+            OpenConnections.PerAddress(
+                maximum: $0, trustedProxies: configuration.trustedProxies, refusals: refusals)
+        },
         frontDoor: frontDoor, logger: logger
     ) { channel in
         logger.notice(

@@ -32,6 +32,14 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
         return false
     }
 
+    /// Whether this is a loopback address: 127.0.0.0/8 (also IPv4-mapped) or ::1.
+    public var isLoopback: Bool {
+        switch unmapped.storage {
+        case .v4(let value): value >> 24 == 127
+        case .v6(let high, let low): high == 0 && low == 1
+        }
+    }
+
     /// Whether this is an IPv4-mapped IPv6 address (`::ffff:0:0/96`).
     public var isIPv4Mapped: Bool { mappedIPv4 != nil }
 

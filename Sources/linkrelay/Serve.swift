@@ -60,6 +60,22 @@ struct Serve: AsyncParsableCommand {
     var mallocTuning: String?
     @Option(help: "utc or local: the time zone of log timestamps (LINKRELAY_LOG_TIME, default utc).")
     var logTime: String?
+    @Option(
+        help:
+            "Connections open at once per client address (LINKRELAY_LIMIT_CONNECTIONS_PER_ADDRESS, default a tenth of --max-connections)."
+    )
+    var limitConnectionsPerAddress: String?
+    @Option(help: "Seconds a request's head may take once begun (LINKRELAY_HEADER_TIMEOUT, default 10).")
+    var headerTimeout: String?
+    @Option(help: "Seconds between two reads of a request's body (LINKRELAY_BODY_TIMEOUT, default 10).")
+    var bodyTimeout: String?
+    @Option(
+        help:
+            "Seconds a shutdown keeps answering, /readyz 503, before the listener closes (LINKRELAY_DRAIN_DELAY, default 5)."
+    )
+    var drainDelay: String?
+    @Option(help: "on: serve the embedded sandbox on a non-loopback --host (LINKRELAY_SANDBOX_PUBLIC, default off).")
+    var sandboxPublic: String?
 
     func run() async throws {
         var flags: [String: [String]] = [
@@ -75,6 +91,8 @@ struct Serve: AsyncParsableCommand {
             ("limit-create-per-key", limitCreatePerKey), ("limit-channels-per-session", limitChannelsPerSession),
             ("limit-channels-per-ip", limitChannelsPerIp), ("max-connections", maxConnections),
             ("malloc-tuning", mallocTuning), ("log-time", logTime),
+            ("limit-connections-per-address", limitConnectionsPerAddress), ("header-timeout", headerTimeout),
+            ("body-timeout", bodyTimeout), ("drain-delay", drainDelay), ("sandbox-public", sandboxPublic),
         ] {
             if let value { flags[name] = [value] }
         }

@@ -65,7 +65,7 @@ struct ConfigurationTests {
 
     @Test("The default public URL follows host and port")
     func publicURLFollowsHostAndPort() throws {
-        let config = try resolve(["host": ["10.1.2.3"], "port": ["9000"]])
+        let config = try resolve(["host": ["10.1.2.3"], "port": ["9000"], "sandbox-public": ["on"]])
         #expect(config.publicURL == "http://10.1.2.3:9000")
         #expect(config.allowedOrigins == ["http://10.1.2.3:9000"])
     }
@@ -86,7 +86,7 @@ struct ConfigurationTests {
                 "LINKRELAY_STORE": "memory", "LINKRELAY_HOLD": "60", "LINKRELAY_API_KEY": Self.key1,
                 "LINKRELAY_ALLOWED_ORIGINS": "https://app.example", "LINKRELAY_PROVE": "sandbox",
                 "LINKRELAY_CONFIRM_ON_PHONE": "on", "LINKRELAY_LIMITS": "off",
-                "LINKRELAY_TRUSTED_PROXIES": "10.0.0.1",
+                "LINKRELAY_TRUSTED_PROXIES": "10.0.0.1", "LINKRELAY_SANDBOX_PUBLIC": "on",
             ])
         #expect(config.host == "0.0.0.0")
         #expect(config.port == 9090)
@@ -181,6 +181,10 @@ struct ConfigurationTests {
             (["breaker-failures": ["0"]], "--breaker-failures"),
             (["sandbox-fault": ["unify:explode"]], "--sandbox-fault"),
             (["max-connections": ["0"]], "--max-connections"),
+            (["limit-connections-per-address": ["0"]], "--limit-connections-per-address"),
+            (["header-timeout": ["0"]], "--header-timeout"),
+            (["body-timeout": ["601"]], "--body-timeout"),
+            (["drain-delay": ["soon"]], "--drain-delay"),
         ])
     func badHardeningSettings(_ flags: [String: [String]], _ named: String) {
         expectRefusal(flags, [:], named)
@@ -193,6 +197,33 @@ struct ConfigurationTests {
         #expect(try resolve().maxConnections == max(64, Int(limit.rlim_cur) - 1024))
         #expect(try resolve(["max-connections": ["500"]]).maxConnections == 500)
         #expect(try resolve([:], ["LINKRELAY_MAX_CONNECTIONS": "700"]).maxConnections == 700)
+    }
+
+    @Test("Connections per address default to a tenth of the cap, and --limits off lifts them")
+    func connectionsPerAddress() throws {
+        #expect(try resolve(["max-connections": ["50"]]).connectionsPerAddress == 5)
+        #expect(try resolve(["max-connections": ["5"]]).connectionsPerAddress == 1)
+        #expect(try resolve(["limit-connections-per-address": ["7"]]).connectionsPerAddress == 7)
+        #expect(try resolve(["limits": ["off"]]).connectionsPerAddress == nil)
+        let timeouts = try resolve(["header-timeout": ["3"], "body-timeout": ["4"], "drain-delay": ["0"]])
+        #expect(timeouts.headerTimeout == 3 && timeouts.bodyTimeout == 4 && timeouts.drainDelay == 0)
+        let defaults = try resolve()
+        #expect(defaults.headerTimeout == 10 && defaults.bodyTimeout == 10 && defaults.drainDelay == 5)
+    }
+
+    @Test(
+        "The sandbox is refused beyond loopback unless --sandbox-public says so",
+        arguments: ["0.0.0.0", "::", "10.1.2.3", "relay.example"])
+    func sandboxOnlyOnLoopback(_ host: String) throws {
+        expectRefusal(["host": [host]], [:], "--host")
+        let flags = ["host": [host], "port": ["8080"], "public-url": ["https://relay.example"]]
+        #expect(try resolve(flags.merging(["sandbox-public": ["on"]]) { $1 }).sandboxPublic)
+        let prove = ["PROVE_CLIENT_ID": "id", "PROVE_CLIENT_SECRET": "secret"]
+        #expect(try resolve(flags.merging(["prove": ["uat"]]) { $1 }, prove).host == host)
+        for loopback in ["127.0.0.1", "127.8.9.10", "::1", "localhost"] {
+            let flags = ["host": [loopback], "port": ["8080"], "public-url": ["https://relay.example"]]
+            #expect(try resolve(flags).host == loopback)
+        }
     }
 
     @Test("Sandbox faults need the sandbox")

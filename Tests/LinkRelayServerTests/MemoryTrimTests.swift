@@ -145,7 +145,8 @@ struct MemoryTrimTests {
             environment: ["GLIBC_TUNABLES": preset]
         ) {
             [
-                "serve", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey, "--malloc-tuning",
+                "serve", "--drain-delay", "0", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey,
+                "--malloc-tuning",
                 "on",
             ]
         }
@@ -158,7 +159,7 @@ struct MemoryTrimTests {
     func relayProcessUntuned() async throws {
         let (relay, port) = try await PersistenceTests.start(
             ready: "LinkRelay listening", environment: ["GLIBC_TUNABLES": ""]
-        ) { ["serve", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey] }
+        ) { ["serve", "--drain-delay", "0", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey] }
         defer { relay.stop() }
         #expect(try await TestRelay.fetch(.GET, "http://127.0.0.1:\(port)/readyz").status == 200)
         let environment = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(relay.process.processIdentifier)/environ"))

@@ -92,7 +92,8 @@ struct MultiInstanceTests {
                 environment: ["PROVE_CLIENT_ID": "sandbox-client", "PROVE_CLIENT_SECRET": "sandbox-secret"]
             ) { port in
                 [
-                    "serve", "--port", String(port), "--store", database, "--api-key", TestRelay.apiKey,
+                    "serve", "--drain-delay", "0", "--port", String(port), "--store", database, "--api-key",
+                    TestRelay.apiKey,
                     "--prove", "http://127.0.0.1:\(sandbox.1)/sandbox/prove",
                     // WSClient, unlike a browser, sends the WebSocket URL's scheme and host as its Origin.
                     "--allowed-origin", "ws://127.0.0.1", "--limits", "off",

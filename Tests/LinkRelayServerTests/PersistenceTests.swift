@@ -135,7 +135,7 @@ struct PersistenceTests {
         let credentials = ["PROVE_CLIENT_ID": "sandbox-client", "PROVE_CLIENT_SECRET": "sandbox-secret"]
         func relayArguments(_ port: Int) -> [String] {
             [
-                "serve", "--port", String(port), "--store",
+                "serve", "--drain-delay", "0", "--port", String(port), "--store",
                 "sqlite:" + directory.appendingPathComponent("relay.sqlite").path,
                 "--api-key", TestRelay.apiKey, "--prove", "http://127.0.0.1:\(sandboxPort)/sandbox/prove",
             ]

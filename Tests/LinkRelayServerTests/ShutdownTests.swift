@@ -1,6 +1,8 @@
 import AsyncHTTPClient
 import Foundation
 import LinkRelayCore
+import LinkRelaySupport
+import LinkRelayTestSupport
 import Logging
 import ServiceLifecycle
 import Testing
@@ -13,15 +15,15 @@ import Testing
 struct ShutdownTests {
     /// Runs a Drain service alone, as the relay's service group would.
     private func withDrain(
-        timeout: Duration = .seconds(30), _ body: (ChannelHub, Draining, ServiceGroup) async throws -> Void
+        timeout: Duration = .seconds(30), clock: any RelayClock = EventLoopClock(), delay: TimeInterval = 0,
+        _ body: (ChannelHub, Draining, ServiceGroup) async throws -> Void
     ) async throws {
         let hub = ChannelHub()
         let draining = Draining()
         let logger = Logger(label: "test.drain")
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [Drain(hub: hub, draining: draining, sandbox: nil, timeout: timeout, logger: logger)],
-                logger: logger))
+        let drain = Drain(
+            hub: hub, draining: draining, clock: clock, delay: delay, sandbox: nil, timeout: timeout, logger: logger)
+        let group = ServiceGroup(configuration: .init(services: [drain], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             try await body(hub, draining, group)
@@ -53,6 +55,30 @@ struct ShutdownTests {
             #expect(hub.listenerCount == 2, "the drain waits while channels are open")
             open.finish()
             late.finish()
+        }
+    }
+
+    @Test("For the drain delay, readiness is off and channels are left alone, so balancers move first")
+    func drainDelay() async throws {
+        let clock = ManualClock()
+        try await withDrain(clock: clock, delay: 5) { hub, draining, group in
+            let told = Locked(false)
+            let (signals, continuation) = AsyncStream<ChannelSignal>.makeStream()
+            let open = hub.listen(sessionID: "ses_d", wakeAt: nil) { signal in
+                told.withLock { $0 = true }
+                continuation.yield(signal)
+            }
+            await group.triggerGracefulShutdown()
+            await clock.waitForSleepers(1)
+            #expect(draining.isDraining, "/readyz answers 503 during the delay")
+            #expect(!told.value, "no channel is told to go before the delay ends")
+            clock.advance(by: 5)
+            var iterator = signals.makeAsyncIterator()
+            guard case .shutdown = await iterator.next() else {
+                Issue.record("the channel was not told")
+                return
+            }
+            open.finish()
         }
     }
 
@@ -96,7 +122,7 @@ struct ShutdownTests {
         let credentials = ["PROVE_CLIENT_ID": "sandbox-client", "PROVE_CLIENT_SECRET": "sandbox-secret"]
         func relayArguments(_ port: Int) -> [String] {
             [
-                "serve", "--port", String(port), "--store",
+                "serve", "--drain-delay", "0", "--port", String(port), "--store",
                 "sqlite:" + directory.appendingPathComponent("relay.sqlite").path, "--api-key", TestRelay.apiKey,
                 "--prove", "http://127.0.0.1:\(sandboxPort)/sandbox/prove", "--drain-timeout", "5",
                 "--allowed-origin", "ws://127.0.0.1",

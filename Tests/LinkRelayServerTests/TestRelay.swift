@@ -108,7 +108,7 @@ struct TestRelay {
     ) async throws -> Bool {
         let logs = LogCapture()
         let logger = logs.logger()
-        var flags: [String: [String]] = ["port": ["0"], "store": [store], "api-key": [apiKey]]
+        var flags: [String: [String]] = ["port": ["0"], "store": [store], "api-key": [apiKey], "drain-delay": ["0"]]
         flags.merge(extra) { $1 }
         if let hold { flags["hold"] = [String(hold)] }
         var configuration = try RelayConfiguration.resolve(flags: flags, environment: [:])

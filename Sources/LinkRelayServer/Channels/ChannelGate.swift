@@ -1,6 +1,5 @@
 import Foundation
 import LinkRelayCore
-import Logging
 import NIOHTTP1
 
 /// The checks every channel passes before it opens, in API.md's order: origin (403), session (404),
@@ -8,7 +7,7 @@ import NIOHTTP1
 struct ChannelGate: Sendable {
     let store: any SessionStore
     let allowedOrigins: Set<String>
-    let logger: Logger
+    let refusals: SecurityEvents
 
     typealias Verdict = Result<ChannelAdmission, any Error>
 
@@ -32,7 +31,7 @@ struct ChannelGate: Sendable {
 
     func refusedOrigin(_ headers: HTTPHeaders) -> Problem? {
         guard let origin = headers.first(name: "Origin"), !allowedOrigins.contains(origin) else { return nil }
-        logger.notice("Channel refused: origin not allowed")
+        refusals.record(.channelOrigin)
         return .forbidden("This origin may not open channels.")
     }
 

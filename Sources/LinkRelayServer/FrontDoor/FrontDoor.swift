@@ -19,18 +19,28 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         let errors: ErrorMapping
         let channels: ChannelsController
         let channelServices: ChannelServices
+        let refusals: SecurityEvents
         /// A connection between requests is closed after this long without a byte from its client.
         let idleTimeout: TimeAmount
+        /// A request's head must have come this long after its first byte (a new connection's, after it
+        /// opened): nginx's `client_header_timeout`.
+        let headerTimeout: TimeAmount
+        /// A request's body may pause this long between two reads: nginx's `client_body_timeout`.
+        let bodyTimeout: TimeAmount
 
         init(
             routes: Routes, errors: ErrorMapping, channels: ChannelsController, channelServices: ChannelServices,
-            idleTimeout: TimeAmount = .seconds(75)
+            refusals: SecurityEvents, idleTimeout: TimeAmount = .seconds(75), headerTimeout: TimeAmount = .seconds(10),
+            bodyTimeout: TimeAmount = .seconds(10)
         ) {
             self.routes = routes
             self.errors = errors
             self.channels = channels
             self.channelServices = channelServices
+            self.refusals = refusals
             self.idleTimeout = idleTimeout
+            self.headerTimeout = headerTimeout
+            self.bodyTimeout = bodyTimeout
         }
 
         var writer: ResponseWriter { channelServices.writer }
@@ -73,25 +83,82 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private let services: Services
+    private let reads: ReadClock
     private var state = State.idle
+    /// Since when the connection has been between requests.
+    private var idleSince = NIODeadline.now()
+    /// A request has been answered on this connection.
+    private var served = false
+    /// The one timer of the connection (`checkTimeouts`) and when it fires; nil while a channel or an
+    /// answer has the connection.
+    private var timer: (task: Scheduled<Void>, deadline: NIODeadline)?
 
-    init(services: Services) {
+    init(services: Services, reads: ReadClock) {
         self.services = services
+        self.reads = reads
     }
 
-    /// NIO's HTTP/1 handlers, an idle timer and a front door on a new connection.
+    /// NIO's HTTP/1 handlers, a read clock and a front door on a new connection.
     static func configure(_ channel: any Channel, services: Services) -> EventLoopFuture<Void> {
         channel.eventLoop.makeCompletedFuture {
+            let reads = ReadClock()
+            try channel.pipeline.syncOperations.addHandler(reads)
             // An upgrade configuration without upgraders: the relay answers WebSocket handshakes itself
             // (on any request of a connection); it only makes NIO's decoder keep what follows one.
             try channel.pipeline.syncOperations.configureHTTPServerPipeline(
-                withPipeliningAssistance: true, withServerUpgrade: ([], { _ in }), withErrorHandling: true,
+                withPipeliningAssistance: true, withServerUpgrade: ([], { _ in }), withErrorHandling: false,
                 withOutboundHeaderValidation: false, withEncoderConfiguration: .init(),
                 withDecoderLimitConfiguration: .init())
-            try channel.pipeline.syncOperations.addHandlers([
-                IdleStateHandler(readTimeout: services.idleTimeout), FrontDoor(services: services),
-            ])
+            try channel.pipeline.syncOperations.addHandler(FrontDoor(services: services, reads: reads))
         }
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        // A new connection sends its first request's head within the header timeout.
+        schedule(by: idleSince + services.headerTimeout, context)
+    }
+
+    // MARK: - timeouts
+
+    /// The connection's deadline in its current state: between requests, the idle timeout (the header
+    /// timeout before its first request, or once a head has begun to arrive); while a body arrives, the
+    /// body timeout after the last read. None while an answer or a channel has the connection. The
+    /// event says whether passing it is a client's fault worth counting.
+    private func deadline() -> (NIODeadline, SecurityEvents.Event?)? {
+        switch state {
+        case .idle:
+            if let started = reads.requestStarted { return (started + services.headerTimeout, .headerTimeout) }
+            return (idleSince + (served ? services.idleTimeout : services.headerTimeout), nil)
+        case .receiving: return (reads.lastRead + services.bodyTimeout, .bodyTimeout)
+        case .answering, .channel, .closed: return nil
+        }
+    }
+
+    /// Makes sure the timer fires by `deadline`. The timer is moved only to fire sooner: when it fires,
+    /// `checkTimeouts` sets it again for what is then due, so a request that completes in one read costs
+    /// no timer work.
+    private func schedule(by deadline: NIODeadline, _ context: ChannelHandlerContext) {
+        if let timer {
+            guard deadline < timer.deadline else { return }
+            timer.task.cancel()
+        }
+        let this = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let task = context.eventLoop.scheduleTask(deadline: deadline) { this.value.0.checkTimeouts(this.value.1) }
+        timer = (task, deadline)
+    }
+
+    private func checkTimeouts(_ context: ChannelHandlerContext) {
+        timer = nil
+        guard let (due, event) = deadline() else { return }
+        guard due <= .now() else { return schedule(by: due, context) }
+        if let event { services.refusals.record(event) }
+        close(context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // A head or a body that did not come whole in this read: its timeout runs.
+        if let (due, event) = deadline(), event != nil { schedule(by: due, context) }
+        context.fireChannelReadComplete()
     }
 
     // MARK: - reading
@@ -100,6 +167,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             guard case .idle = state else { return }
+            if let refusal = Self.refusal(of: head) { return refuse(refusal, context) }
             var request = RelayRequest(head: head, peer: context.channel.remoteAddress)
             let match = services.routes.match(head.method, request.path)
             request.parameters = match?.parameters ?? []
@@ -109,7 +177,41 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
             incoming.append(&bytes)
         case .end:
             guard case .receiving(let incoming) = state else { return }
+            reads.requestEnded()
             dispatch(incoming.request, incoming.route, context)
+        }
+    }
+
+    /// A request no route may see (RFC 9112): an HTTP/1.1 one without exactly one `Host` (§3.2), a
+    /// `CONNECT` (the relay is no proxy, and an answer to it has no framing a client can rely on).
+    static func refusal(of head: HTTPRequestHead) -> Problem? {
+        if head.method == .CONNECT {
+            return Problem(
+                status: .methodNotAllowed, title: "Method Not Allowed", detail: "The relay is not a proxy.",
+                headers: ["Allow": "GET, HEAD, POST"])
+        }
+        if head.version == .http1_1, head.headers[canonicalForm: "Host"].count != 1 {
+            return Problem.badRequest("An HTTP/1.1 request carries exactly one Host header.")
+        }
+        return nil
+    }
+
+    /// Answers a request that cannot be served, then closes: what follows it on the connection cannot
+    /// be trusted to be a request.
+    private func refuse(_ problem: Problem, _ context: ChannelHandlerContext) {
+        state = .answering(keepAlive: false, task: nil)
+        respond(services.errors.answer(for: problem, audience: .api), head: false, false, context)
+    }
+
+    /// NIO's decoder could not read a request (a bad chunk size, a malformed head): one 400, then the
+    /// connection closes. Whatever was under way for it is dropped.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        switch state {
+        case .idle, .receiving:
+            ended()
+            services.writer.write(Answer(status: .badRequest), keepAlive: false, to: context)
+        case .answering, .channel, .closed:
+            close(context)
         }
     }
 
@@ -122,12 +224,6 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
             } else {
                 close(context)
             }
-            return
-        }
-        // Nothing read for the idle timeout: a connection between requests is closed. (Only reads are
-        // watched: watching writes costs a promise and a callback for every write.)
-        if event is IdleStateHandler.IdleStateEvent {
-            if case .idle = state { context.close(promise: nil) }
             return
         }
         context.fireUserInboundEventTriggered(event)
@@ -145,6 +241,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     /// The connection is gone (or has become a WebSocket): an open channel ends, a task that asked to
     /// be cancelled with its client is.
     private func ended() {
+        timer?.task.cancel()
+        timer = nil
         switch state {
         case .channel(let channel): channel.close()
         case .answering(_, let task): task?.cancel()
@@ -200,9 +298,21 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
 
     private func respond(_ answer: Answer, head: Bool, _ keepAlive: Bool, _ context: ChannelHandlerContext) {
         if answer.dropsConnection { return close(context) }
+        guard keepAlive else {
+            // Nothing more is read: the connection closes once the answer is out.
+            ended()
+            return services.writer.write(answer, head: head, keepAlive: false, to: context)
+        }
         // Idle first: ending the answer may hand this handler the next request at once.
-        state = .idle
+        becomeIdle(context)
         services.writer.write(answer, head: head, keepAlive: keepAlive, to: context)
+    }
+
+    private func becomeIdle(_ context: ChannelHandlerContext) {
+        state = .idle
+        served = true
+        idleSince = .now()
+        schedule(by: idleSince + services.idleTimeout, context)
     }
 
     // MARK: - channels
@@ -231,7 +341,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     private func channelStep(_ step: ChannelFeed.Step, _ context: ChannelHandlerContext) {
         guard case .channel(let channel) = state, channel.handle(step, context) else { return }
         channel.close()
-        state = .idle
+        becomeIdle(context)
         services.writer.end(keepAlive: channel.keepAlive, context)
     }
 }

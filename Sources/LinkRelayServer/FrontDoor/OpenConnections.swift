@@ -2,21 +2,34 @@ import LinkRelaySupport
 import NIOCore
 
 /// On the listening socket, on its event loop: the open connections. At `maximum`, it stops accepting
-/// until one closes (the kernel's backlog holds the next ones meanwhile).
+/// until one closes (the kernel's backlog holds the next ones meanwhile). A client address (IPv6: a
+/// /64) with `perAddress` open already has the next one closed at once, so one address cannot take the
+/// relay; trusted proxies, which carry many clients, are not held to it.
 final class OpenConnections: ChannelDuplexHandler {
     typealias InboundIn = any Channel
     typealias InboundOut = any Channel
     typealias OutboundIn = Never
 
+    /// What the per-address cap needs; nil when there is none (`--limits off`).
+    struct PerAddress {
+        let maximum: Int
+        let trustedProxies: [IPNetwork]
+        let refusals: SecurityEvents
+    }
+
     private let maximum: Int
+    private let perAddress: PerAddress?
     private var open: [ObjectIdentifier: any Channel] = [:]
+    /// Open connections by client address (`IPAddress.rateLimitKey`), when capped.
+    private var byAddress: [String: Int] = [:]
     /// A read was held back for want of room.
     private var waitingForRoom = false
     /// The graceful shutdown's promise, completed once the last connection has closed.
     private var ending: EventLoopPromise<Void>?
 
-    init(maximum: Int) {
+    init(maximum: Int, perAddress: PerAddress? = nil) {
         self.maximum = maximum
+        self.perAddress = perAddress
     }
 
     var count: Int { open.count }
@@ -27,12 +40,30 @@ final class OpenConnections: ChannelDuplexHandler {
         let connection = unwrapInboundIn(data)
         let id = ObjectIdentifier(connection)
         open[id] = connection
+        let address = addressKey(connection)
+        var overCap = false
+        if let address, let perAddress {
+            byAddress[address, default: 0] += 1
+            overCap = byAddress[address, default: 0] > perAddress.maximum
+        }
         let this = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         connection.closeFuture.hop(to: context.eventLoop).whenComplete { _ in
-            this.value.0.closed(id, context: this.value.1)
+            this.value.0.closed(id, address: address, context: this.value.1)
         }
         if ending != nil { Self.quiesce(connection) }
         context.fireChannelRead(data)
+        if overCap {
+            perAddress?.refusals.record(.limit(.connectionsPerAddress))
+            // Closed once it is set up, so that the close runs on its own loop like any other.
+            connection.eventLoop.execute { connection.close(promise: nil) }
+        }
+    }
+
+    /// The key the per-address cap counts `connection` under; nil when it is not counted.
+    private func addressKey(_ connection: any Channel) -> String? {
+        guard let perAddress, let peer = connection.remoteAddress.flatMap(IPAddress.init) else { return nil }
+        if perAddress.trustedProxies.contains(where: { $0.contains(peer) }) { return nil }
+        return peer.rateLimitKey
     }
 
     func read(context: ChannelHandlerContext) {
@@ -43,9 +74,14 @@ final class OpenConnections: ChannelDuplexHandler {
         context.read()
     }
 
-    private func closed(_ id: ObjectIdentifier, context: ChannelHandlerContext) {
+    private func closed(_ id: ObjectIdentifier, address: String?, context: ChannelHandlerContext) {
         open[id] = nil
         open.releaseUnusedCapacity()
+        if let address {
+            let left = byAddress[address, default: 1] - 1
+            byAddress[address] = left > 0 ? left : nil
+            byAddress.releaseUnusedCapacity()
+        }
         if waitingForRoom, open.count < maximum, ending == nil {
             waitingForRoom = false
             context.read()

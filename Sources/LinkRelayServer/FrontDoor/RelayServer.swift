@@ -14,6 +14,7 @@ struct RelayServer: Service, CustomStringConvertible {
     let host: String
     let port: Int
     let maxConnections: Int
+    let perAddress: OpenConnections.PerAddress?
     let frontDoor: FrontDoor.Services
     let logger: Logger
     let onRunning: @Sendable (any Channel) async -> Void
@@ -26,13 +27,14 @@ struct RelayServer: Service, CustomStringConvertible {
     /// answering (NIO's pipelining handler closes it after), and returns once all are closed. Cancelled,
     /// it closes them at once.
     func run() async throws {
-        let (frontDoor, maxConnections) = (frontDoor, maxConnections)
+        let (frontDoor, maxConnections, perAddress) = (frontDoor, maxConnections, perAddress)
         let listener = try await ServerBootstrap(group: NIOSingletons.posixEventLoopGroup)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(OpenConnections(maximum: maxConnections))
+                    try channel.pipeline.syncOperations.addHandler(
+                        OpenConnections(maximum: maxConnections, perAddress: perAddress))
                 }
             }
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)

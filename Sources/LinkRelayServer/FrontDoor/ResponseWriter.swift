@@ -9,9 +9,13 @@ struct ResponseWriter: Sendable {
 
     let strictTransportSecurity: Bool
 
-    /// The head of `answer`, with its `Content-Length` unless the body is streamed.
-    func head(_ status: HTTPResponseStatus, _ headers: HTTPHeaders, contentLength: Int?) -> HTTPResponseHead {
+    /// The head of `answer`, with its `Content-Length` unless the body is streamed, and `Connection: close`
+    /// when the connection closes after it.
+    func head(_ status: HTTPResponseStatus, _ headers: HTTPHeaders, contentLength: Int?, closing: Bool = false)
+        -> HTTPResponseHead
+    {
         var headers = headers
+        if closing { headers.replaceOrAdd(name: "Connection", value: "close") }
         headers.add(name: "X-Content-Type-Options", value: "nosniff")
         if strictTransportSecurity {
             headers.add(name: "Strict-Transport-Security", value: "max-age=63072000; includeSubDomains")
@@ -25,7 +29,8 @@ struct ResponseWriter: Sendable {
     /// Writes `answer` whole; a HEAD gets the head a GET would, without the body. Closes the connection
     /// after it unless `keepAlive`.
     func write(_ answer: Answer, head: Bool = false, keepAlive: Bool, to context: ChannelHandlerContext) {
-        let responseHead = self.head(answer.status, answer.headers, contentLength: answer.body.readableBytes)
+        let responseHead = self.head(
+            answer.status, answer.headers, contentLength: answer.body.readableBytes, closing: !keepAlive)
         context.write(NIOAny(HTTPServerResponsePart.head(responseHead)), promise: nil)
         if !head, answer.body.readableBytes > 0 {
             context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(answer.body))), promise: nil)

@@ -1,14 +1,19 @@
+import Foundation
+import LinkRelayCore
 import Logging
 import ProveSandbox
 import ServiceLifecycle
 
 /// The first step of a shutdown (listed after the server, so it is told first): `/readyz` turns
-/// 503, every channel gets its ending (WebSocket 1012, SSE a `retry:` hint, a held long-poll its
-/// answer), and it waits until they are gone or `timeout` has passed. Only then does the server stop
-/// accepting connections; landings and API calls keep working meanwhile.
+/// 503, and for `delay` nothing else changes, so that load balancers see it and send new clients
+/// elsewhere. Then every channel gets its ending (WebSocket 1012, SSE a `retry:` hint, a held
+/// long-poll its answer), and it waits until they are gone or `timeout` has passed. Only then does
+/// the server stop accepting connections; landings and API calls keep working meanwhile.
 struct Drain: Service {
     let hub: ChannelHub
     let draining: Draining
+    let clock: any RelayClock
+    let delay: TimeInterval
     /// The embedded sandbox, whose requests held by a `hang` fault are let go at once.
     let sandbox: ProveSandbox?
     let timeout: Duration
@@ -18,6 +23,10 @@ struct Drain: Service {
         try? await gracefulShutdown()
         draining.start()
         await sandbox?.releaseHangs()
+        if delay > 0 {
+            logger.notice("Shutting down: /readyz answers 503", metadata: ["seconds": "\(delay)"])
+            try? await clock.sleep(until: clock.now().addingTimeInterval(delay))
+        }
         logger.notice("Shutting down: draining channels", metadata: ["channels": "\(hub.listenerCount)"])
         hub.beginShutdown()
         await withTaskGroup(of: Void.self) { group in

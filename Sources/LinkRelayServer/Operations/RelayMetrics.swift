@@ -19,6 +19,7 @@ public final class RelayMetrics: ProveCallObserver {
     private let proveLatency = Locked<[String: DurationHistogram]>([:])
     private let breakerOpen: Gauge
     private let limitTrips: [LimitKind: Counter]
+    private let securityEvents = Locked<[String: Counter]>([:])
 
     public init() {
         sessionsCreated = registry.makeCounter(
@@ -78,7 +79,24 @@ public final class RelayMetrics: ProveCallObserver {
     }
 
     func breakerChanged(open: Bool) { breakerOpen.set(Int64(open ? 1 : 0)) }
-    func limitTripped(_ kind: LimitKind) { limitTrips[kind]?.increment() }
+    /// A limit trip counts in `linkrelay_limit_trips_total`, anything else turned away in
+    /// `linkrelay_security_events_total`.
+    func securityEvent(_ event: SecurityEvents.Event) {
+        if case .limit(let kind) = event { return limitTrips[kind]?.increment() ?? () }
+        let name = event.name
+        let counter = securityEvents.withLock { counters in
+            if let counter = counters[name] { return counter }
+            let counter = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_security_events_total", unitName: "",
+                    helpText: "Connections and requests turned away for a timeout, a refused origin or a protocol error"
+                ),
+                labels: [("event", name)])
+            counters[name] = counter
+            return counter
+        }
+        counter.increment()
+    }
 
     func landingAccepted() { landingsAccepted.increment() }
     func landingRepeated() { landingsRepeated.increment() }
@@ -133,4 +151,5 @@ enum LimitKind: String, CaseIterable, Sendable {
     case createPerKey = "create_per_key"
     case channelsPerSession = "channels_per_session"
     case channelsPerIP = "channels_per_ip"
+    case connectionsPerAddress = "connections_per_address"
 }

@@ -1,0 +1,176 @@
+import Foundation
+import LinkRelayCore
+import LinkRelayTestSupport
+import Testing
+
+@testable import LinkRelayServer
+
+/// A plain TCP connection from a chosen loopback address, for bytes no HTTP client would send.
+final class RawConnection: @unchecked Sendable {
+    private let fd: Int32
+
+    /// Connects to the relay on `port` from `source` (any 127.0.0.0/8 address is this host's).
+    init(port: Int, from source: String = "127.0.0.1") throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr(source)
+        var remote = sockaddr_in()
+        remote.sin_family = sa_family_t(AF_INET)
+        remote.sin_port = UInt16(port).bigEndian
+        remote.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        let connected = withUnsafePointer(to: &remote) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        try #require(bound == 0 && connected == 0)
+    }
+
+    deinit { close(fd) }
+
+    func send(_ text: String) {
+        _ = Array(text.utf8).withUnsafeBufferPointer { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Everything the relay sends until it closes the connection; nil if it is still open after
+    /// `seconds` (a bound for a broken relay, not a timing the test relies on).
+    func readToClose(within seconds: Int = 30) async throws -> String? {
+        try await onOwnThread { [fd] in
+            var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var received = [UInt8]()
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = recv(fd, &buffer, buffer.count, 0)
+                if count == 0 || (count < 0 && errno == ECONNRESET) { return String(decoding: received, as: UTF8.self) }
+                if count < 0 { return nil }
+                received += buffer[0..<count]
+            }
+        }
+    }
+}
+
+/// What an outside probe did to the front door: slow heads and bodies, many connections from one
+/// address, and requests HTTP/1.1 does not allow. Each gets one clear answer or a close, is counted,
+/// and leaves everyone else served.
+@Suite("Hostile peers", .timeLimit(.minutes(2)))
+struct HostilePeerTests {
+    static func port(_ relay: TestRelay) throws -> Int { try #require(URLComponents(string: relay.base)?.port) }
+
+    func securityEvents(_ relay: TestRelay, _ event: String) async throws -> Double {
+        let text = try await relay.request(.GET, "/metrics").body
+        let sample = "linkrelay_security_events_total{event=\"\(event)\"} "
+        return text.split(separator: "\n").first { $0.hasPrefix(sample) }.flatMap { Double($0.dropFirst(sample.count)) }
+            ?? 0
+    }
+
+    @Test("A head that never completes is closed after the header timeout, and counted")
+    func slowHead() async throws {
+        try await TestRelay.run(flags: ["header-timeout": ["1"]]) { relay in
+            let connection = try RawConnection(port: try Self.port(relay))
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            #expect(try await connection.readToClose() == "", "closed without an answer")
+            #expect(try await securityEvents(relay, "header_timeout") == 1)
+            #expect(relay.logs.all.contains { $0.contains("header_timeout") && $0.hasPrefix("notice") })
+        }
+    }
+
+    @Test("A body that stops arriving is closed after the body timeout, on every route that reads one")
+    func stalledBody() async throws {
+        try await TestRelay.run(flags: ["body-timeout": ["1"]]) { relay in
+            let created = try await relay.createSession()
+            let targets = [
+                "/v1/sessions", "/sandbox/prove/token", created.channel.poll + "?token=\(created.channel.token)",
+            ]
+            for target in targets {
+                let connection = try RawConnection(port: try Self.port(relay))
+                let path = target.hasPrefix("http") ? String(target.dropFirst(relay.base.count)) : target
+                connection.send(
+                    "POST \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestRelay.apiKey)\r\n"
+                        + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"pho")
+                #expect(try await connection.readToClose() == "", "\(path): closed without an answer")
+            }
+            #expect(try await securityEvents(relay, "body_timeout") == 3)
+        }
+    }
+
+    @Test("An address at its connection cap gets no more, while other addresses are served")
+    func connectionsPerAddress() async throws {
+        try await TestRelay.run(flags: ["max-connections": ["50"], "limit-connections-per-address": ["3"]]) { relay in
+            let port = try Self.port(relay)
+            var held = try (0..<3).map { _ in try RawConnection(port: port, from: "127.0.0.2") }
+            let refused = try RawConnection(port: port, from: "127.0.0.2")
+            #expect(try await refused.readToClose() == "", "the fourth is closed at once")
+            let other = try RawConnection(port: port, from: "127.0.0.3")
+            other.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            #expect(try await other.readToClose()?.hasPrefix("HTTP/1.1 200") == true)
+            let metrics = try await relay.request(.GET, "/metrics").body
+            #expect(metrics.contains("linkrelay_limit_trips_total{limit=\"connections_per_address\"} 1"))
+            // One of the three goes: its place is the address's again (once the relay has seen it go).
+            held.removeFirst()
+            var served = false
+            for _ in 0..<100 where !served {
+                let again = try RawConnection(port: port, from: "127.0.0.2")
+                again.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                served = try await again.readToClose()?.hasPrefix("HTTP/1.1 200") == true
+            }
+            #expect(served)
+            withExtendedLifetime(held) {}
+        }
+    }
+
+    @Test(
+        "A request HTTP/1.1 does not allow gets one answer, then the connection closes",
+        arguments: [
+            ("POST /v1/sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", 400),
+            ("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 405),
+            ("GET /healthz HTTP/1.1\r\n\r\n", 400),
+            ("GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+        ])
+    func nonConforming(_ request: String, _ status: Int) async throws {
+        try await TestRelay.run { relay in
+            let connection = try RawConnection(port: try Self.port(relay))
+            // A well-formed request follows on the same connection: it must not be answered.
+            connection.send(request + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            let answer = try #require(try await connection.readToClose())
+            #expect(answer.hasPrefix("HTTP/1.1 \(status) "), "\(answer)")
+            let statusLines = answer.split(separator: "\r\n").filter { $0.hasPrefix("HTTP/1.1 ") }
+            #expect(statusLines.count == 1, "exactly one answer: \(answer)")
+            #expect(answer.contains("Connection: close"))
+            #expect(answer.contains("Server: LinkRelay") && answer.contains("X-Content-Type-Options: nosniff"))
+        }
+    }
+
+    @Test("HTTP/1.0 may leave out Host")
+    func http10WithoutHost() async throws {
+        try await TestRelay.run { relay in
+            let connection = try RawConnection(port: try Self.port(relay))
+            connection.send("GET /healthz HTTP/1.0\r\n\r\n")
+            #expect(try await connection.readToClose()?.hasPrefix("HTTP/1.1 200") == true)
+        }
+    }
+}
+
+@Suite("Security events")
+struct SecurityEventsTests {
+    @Test("Each kind is counted every time and logged at most once per interval, with how many more came")
+    func rateLimitedLog() {
+        let clock = ManualClock()
+        let logs = LogCapture()
+        let events = SecurityEvents(metrics: RelayMetrics(), logger: logs.logger(), clock: clock)
+        for _ in 0..<5 { events.record(.headerTimeout) }
+        events.record(.confirmOrigin)
+        #expect(logs.all.count == 2, "one line per kind")
+        clock.advance(by: SecurityEvents.logInterval)
+        events.record(.headerTimeout)
+        #expect(logs.all.count == 3)
+        #expect(logs.all.last?.contains(#""more_since_last_line": 4"#) == true, "\(logs.all)")
+        #expect(!logs.all.joined().contains("127.0.0.1"))
+    }
+}
