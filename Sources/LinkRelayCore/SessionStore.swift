@@ -12,6 +12,9 @@ public protocol SessionStore: Sendable {
         _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
         committed: @escaping @Sendable () -> Void
     ) async throws -> Bool
+    /// Removes a session that was stored but never handed out (its Prove flow could not start), with
+    /// its events and its idempotency key.
+    func discard(sessionID: String) async throws
     func session(id: String) async throws -> Session?
     func session(linkKey: String) async throws -> Session?
     func session(idempotencyKey: String) async throws -> Session?
@@ -19,7 +22,7 @@ public protocol SessionStore: Sendable {
     func events(sessionID: String, after: Int) async throws -> [SessionEvent]
     /// Every session that is not terminal: what the verifier and the expiry sweeper pick up at start.
     func activeSessions() async throws -> [Session]
-    /// Throws when the store cannot be reached.
+    /// Throws when the store cannot be reached, or cannot take a write.
     func ping() async throws
     /// Releases the store's resources.
     func close() async throws

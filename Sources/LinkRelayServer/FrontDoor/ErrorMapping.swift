@@ -38,6 +38,11 @@ final class ErrorMapping: Sendable {
         case let rejection as CreateSessionRequest.Rejection: problem(rejection)
         case let rejection as LandingRedirect.Rejection: problem(rejection)
         case let error as ProveClientError: problem(error)
+        case StoreError.unavailable:
+            Problem(
+                status: .serviceUnavailable, title: "Store unavailable",
+                detail: "The relay cannot store anything right now, so nothing was changed; retry shortly.",
+                headers: ["Retry-After": "5"])
         case is LimitExceeded: Problem(status: .tooManyRequests, title: "Too Many Requests", detail: "Try again later.")
         default: nil
         }

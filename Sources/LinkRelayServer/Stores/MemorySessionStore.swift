@@ -24,6 +24,15 @@ final class MemorySessionStore: SessionStore {
         }
     }
 
+    func discard(sessionID: String) async throws {
+        state.withLock { state in
+            guard let session = state.sessions.removeValue(forKey: sessionID) else { return }
+            state.events[sessionID] = nil
+            state.byLinkKey[session.linkKey] = nil
+            if let key = session.idempotencyKey { state.byIdempotencyKey[key] = nil }
+        }
+    }
+
     func update(
         _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
         committed: @escaping @Sendable () -> Void

@@ -121,12 +121,34 @@ final class PostgresSessionStore: SessionStore {
     func insert(_ session: Session, event: SessionEvent) async throws {
         do {
             // A statement's error arrives with its rows: reading them is what waits for the commit.
-            _ = try await all(InsertSession(session: session, event: event))
+            _ = try await writing { try await all(InsertSession(session: session, event: event)) }
         } catch let error as PSQLError
             where error.serverInfo?[.sqlState] == "23505"
             && error.serverInfo?[.constraintName]?.contains("idempotency") == true
         {
             throw StoreError.duplicateIdempotencyKey
+        }
+    }
+
+    func discard(sessionID: String) async throws {
+        // Its events go with it (ON DELETE CASCADE).
+        try await writing {
+            _ = try await client.query("DELETE FROM linkrelay_sessions WHERE id = \(sessionID)", logger: logger)
+                .collect()
+        }
+    }
+
+    /// Runs a write; one the database did not take for want of the database (the connection lost, the
+    /// server read-only, shutting down or out of room) is `StoreError.unavailable`. A constraint's
+    /// refusal stays as it is, for the caller to read.
+    private func writing<T>(_ write: () async throws -> T) async throws -> T {
+        do {
+            return try await write()
+        } catch let error as PSQLError {
+            let state = error.serverInfo?[.sqlState] ?? ""
+            // Class 23: integrity constraints, which the caller tells apart.
+            if state.hasPrefix("23") { throw error }
+            throw StoreError.unavailable
         }
     }
 
@@ -138,7 +160,7 @@ final class PostgresSessionStore: SessionStore {
             session: session, expectedVersion: expectedVersion, events: events, instanceID: instanceID)
         // One row when written, saying whether this instance now holds the verification. An entry left
         // by an earlier write is replaced either way; one used meanwhile is refused by its version.
-        let claimed = try await all(statement).first
+        let claimed = try await writing { try await all(statement).first }
         claimedByWrite.withLock { $0[session.id] = claimed == true ? session : nil }
         if claimed != nil { committed() }
         return claimed != nil
@@ -251,9 +273,14 @@ final class PostgresSessionStore: SessionStore {
 
     /// The pool keeps retrying while the server is down, and a request waits meanwhile: `/readyz`
     /// must answer sooner than that.
+    /// The server answers, and takes writes: a server that has become a read-only standby (after a
+    /// failover) answers reads but refuses every write.
     func ping() async throws {
         try await withTimeLimit(.seconds(2)) { [client, logger] in
-            _ = try await client.query("SELECT 1", logger: logger).collect()
+            let rows = try await client.query("SELECT current_setting('transaction_read_only')", logger: logger)
+            for try await readOnly in rows.decode(String.self) where readOnly != "off" {
+                throw StoreError.unavailable
+            }
         }
     }
 

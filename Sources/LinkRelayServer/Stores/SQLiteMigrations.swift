@@ -26,6 +26,8 @@ enum SQLiteMigrations {
             """,
             "DROP TABLE events",
         ],
+        // One row that readiness writes, to learn that the file still takes writes.
+        ["CREATE TABLE IF NOT EXISTS health (id INTEGER PRIMARY KEY, checked_at INTEGER NOT NULL)"],
     ]
 
     static var schemaVersion: Int { steps.count }

@@ -4,6 +4,7 @@ import LinkRelaySupport
 import Logging
 import NIOCore
 import SQLiteNIO
+import VaporCSQLite
 
 /// Sessions in a SQLite file (WAL). A write commits before the relay announces it, so `kill -9`
 /// and a restart lose nothing that any response or event has mentioned.
@@ -27,7 +28,15 @@ import SQLiteNIO
 /// long-poll asks for again) need neither SQL nor JSON.
 /// Only the writer fills that copy, after its commit and before its next write, so it is never older
 /// than the file. Everything else is read from the file. The relay is the file's only writer.
+///
+/// Every connection opens the file through SQLite's `unix-excl` VFS: the process holds the file
+/// exclusively, and the WAL's index lives in the process's memory instead of a memory-mapped `-shm`
+/// file. A mapped file that stops being writable (a disk remounted read-only, an immutable file)
+/// stops the process with SIGBUS at the next write to it; with the index in memory, such a disk makes
+/// writes fail, which the store reports as `StoreError.unavailable` (503) until one goes through again.
 final class SQLiteSessionStore: SessionStore {
+    /// The VFS every connection uses (see above).
+    static let vfs = "unix-excl"
     static let readerCount = 2
     /// At most this many live sessions are kept in memory; reads of the others go to the file.
     static let liveCapacity = 100_000
@@ -48,6 +57,7 @@ final class SQLiteSessionStore: SessionStore {
     private let nextReader = Locked(0)
     private let cache = Locked(SQLiteSessionCache(liveCapacity: liveCapacity, endedCapacity: endedCapacity))
     private let decoder = JSONDecoder()
+    private let health: StorageHealth
 
     private init(
         writer: SQLiteWriter, readers: [SQLiteConnection], checkpointer: SQLiteCheckpointer,
@@ -55,6 +65,7 @@ final class SQLiteSessionStore: SessionStore {
         logger: Logger
     ) {
         self.writer = writer
+        self.health = StorageHealth(logger: logger)
         self.readers = readers.map { ($0, AsyncMutex()) }
         self.checkpointer = checkpointer
         self.checkpointing = Task {
@@ -82,23 +93,29 @@ final class SQLiteSessionStore: SessionStore {
     {
         // `synchronous=NORMAL` in WAL mode keeps every commit across a process crash (kill -9);
         // only an operating-system crash or power loss can lose the newest commits.
-        let writer = try await SQLiteWriter.open(
-            path: path,
-            pragmas: [
-                "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
-                "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)",
-            ])
+        let pragmas = [
+            "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
+            "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)",
+        ]
+        let writer: SQLiteWriter
+        do {
+            writer = try await SQLiteWriter.open(path: path, pragmas: pragmas)
+        } catch let failure as SQLiteWriter.Failure where failure.code & 0xFF == SQLITE_BUSY {
+            throw ConfigurationError(
+                "--store sqlite:\(path): another process has this file open (one relay per SQLite file; "
+                    + "instances that share sessions use PostgreSQL)")
+        }
         let checkpointThread = NIOThreadPool(numberOfThreads: 1)
         checkpointThread.start()
         var readers: [SQLiteConnection] = []
         var checkpointConnection: SQLiteConnection?
         do {
             for _ in 0..<readerCount {
-                readers.append(try await SQLiteConnection.open(storage: .file(path: path), logger: logger))
+                readers.append(try await SQLiteConnection.open(storage: .file(path: uri(path)), logger: logger))
                 _ = try await readers.last?.query("PRAGMA busy_timeout=5000")
             }
             let connection = try await SQLiteConnection.open(
-                storage: .file(path: path), threadPool: checkpointThread, logger: logger,
+                storage: .file(path: uri(path)), threadPool: checkpointThread, logger: logger,
                 on: MultiThreadedEventLoopGroup.singleton.any())
             checkpointConnection = connection
             _ = try await connection.query("PRAGMA busy_timeout=5000")
@@ -117,6 +134,31 @@ final class SQLiteSessionStore: SessionStore {
         }
     }
 
+    /// `path` as a URI that opens it through `vfs` (SQLiteNIO opens with URIs allowed).
+    static func uri(_ path: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove(charactersIn: "?#%")
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        return "file:" + (absolute.addingPercentEncoding(withAllowedCharacters: allowed) ?? absolute) + "?vfs=" + vfs
+    }
+
+    /// Runs a write through the writer. One that SQLite could not make (the disk read-only or full,
+    /// the file removed) is `StoreError.unavailable`, and the store counts as failing until a write
+    /// goes through again.
+    private func write<T: Sendable>(
+        _ body: @escaping @Sendable (SQLiteWriter.Connection) throws -> T,
+        committed: @escaping @Sendable (Result<T, any Error>) -> Void = { _ in }
+    ) async throws -> T {
+        do {
+            let result = try await writer.write(body, committed: committed)
+            health.succeeded()
+            return result
+        } catch let failure as SQLiteWriter.Failure {
+            health.failed(failure)
+            throw StoreError.unavailable
+        }
+    }
+
     /// Copies the WAL into the database file; returns the WAL's pages and how many of them are now in the file.
     @discardableResult
     func checkpoint() async throws -> (walPages: Int, copied: Int) {
@@ -129,7 +171,7 @@ final class SQLiteSessionStore: SessionStore {
             .text(session.state.rawValue), .integer(session.version),
             .utf8(session.storedJSON), .utf8(event.storedJSON),
         ]
-        try await writer.write(
+        try await write(
             { connection in
                 // The writer runs one write at a time, so the check and the insert are one step: this process is the only writer.
                 if let key = session.idempotencyKey,
@@ -177,7 +219,7 @@ final class SQLiteSessionStore: SessionStore {
             .text(session.state.rawValue), .integer(session.version), .utf8(session.storedJSON), appended,
             .text(session.id), .integer(expectedVersion),
         ]
-        return try await writer.write(
+        return try await write(
             // Whether it changed the row, from SQLite's count: `RETURNING` makes SQLite open a temporary
             // table, with a page cache of its own, for every update.
             { connection in
@@ -232,8 +274,23 @@ final class SQLiteSessionStore: SessionStore {
         return try rows.map { try decode(Session.self, $0) }
     }
 
+    /// A real write, so that readiness fails on a file that cannot take one.
     func ping() async throws {
-        _ = try await read("SELECT 1")
+        let now = Int(Date().timeIntervalSince1970)
+        try await write { connection in
+            _ = try connection.step(
+                "INSERT INTO health (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
+                [.integer(now)])
+        }
+    }
+
+    func discard(sessionID: String) async throws {
+        try await write(
+            { connection in _ = try connection.step("DELETE FROM sessions WHERE id = ?", [.text(sessionID)]) },
+            committed: { [cache] result in
+                guard case .success = result else { return }
+                cache.withLock { cache in cache.entry(id: sessionID).map { cache.forget($0.session) } }
+            })
     }
 
     /// Drops the ended sessions kept since the last call, and gives back SQLite's page caches.

@@ -1,3 +1,4 @@
+import Foundation
 import LinkRelayCore
 import LinkRelaySupport
 import NIOPosix
@@ -125,6 +126,8 @@ final class SQLiteWriter: Sendable {
 
     /// Touched by one thread at a time: `init`, then whichever runs `drain()`, which runs once at a time.
     private nonisolated(unsafe) let connection: Connection
+    /// The database file as opened.
+    private let file: FileIdentity
     private let queue = Locked(Queue())
 
     private struct Queue {
@@ -166,12 +169,14 @@ final class SQLiteWriter: Sendable {
     private init(path: String, pragmas: [String]) throws {
         var handle: OpaquePointer?
         let code = sqlite_nio_sqlite3_open_v2(
-            path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+            path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+            SQLiteSessionStore.vfs)
         guard let handle else { throw Failure(code: code, message: "cannot open \(path)") }
         connection = Connection(handle: handle)
         do {
             guard code == SQLITE_OK else { throw connection.failure(code) }
             for pragma in pragmas { try connection.execute(pragma) }
+            file = try FileIdentity(path: path)
         } catch {
             connection.close()
             throw error
@@ -257,6 +262,11 @@ final class SQLiteWriter: Sendable {
         let savepoints = writes.count > 1
         var rollback: (any Error)?
         do {
+            // SQLite writes on into a file that was removed (its directory deleted, say), and all of
+            // it would be gone at the next start.
+            guard file.isStillAtItsPath() else {
+                throw Failure(code: SQLITE_IOERR, message: "the database file is no longer at its path")
+            }
             _ = try connection.step("BEGIN IMMEDIATE")
             for write in writes {
                 if savepoints { _ = try connection.step("SAVEPOINT write") }
@@ -335,3 +345,25 @@ private final class PendingWrite<T: Sendable>: Write {
 
 /// SQLite copies a bound value bound this way (`SQLITE_TRANSIENT`).
 private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+/// Which file a path named when the database was opened (device and inode), to notice that the path
+/// no longer leads to it: removed, or replaced by another file. One `stat` per commit.
+struct FileIdentity: Sendable {
+    let path: String
+    private let device: UInt64
+    private let inode: UInt64
+
+    init(path: String) throws {
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            throw SQLiteWriter.Failure(code: SQLITE_CANTOPEN, message: "cannot stat \(path)")
+        }
+        self.path = path
+        (device, inode) = (UInt64(status.st_dev), UInt64(status.st_ino))
+    }
+
+    func isStillAtItsPath() -> Bool {
+        var status = stat()
+        return stat(path, &status) == 0 && UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
+    }
+}
