@@ -24,8 +24,40 @@ struct SessionServiceTests {
         }
     }
 
+    /// The memory store, with writes that fail on demand as a broken disk's would.
+    final class FailingStore: SessionStore {
+        let memory = MemorySessionStore()
+        let failInserts = Locked(false)
+        let failUpdates = Locked(false)
+
+        func insert(_ session: Session, event: SessionEvent) async throws {
+            if failInserts.value { throw StoreError.unavailable }
+            try await memory.insert(session, event: event)
+        }
+        func update(
+            _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
+            committed: @escaping @Sendable () -> Void
+        ) async throws -> Bool {
+            if failUpdates.value { throw StoreError.unavailable }
+            return try await memory.update(
+                session, expectedVersion: expectedVersion, appending: events, committed: committed)
+        }
+        func discard(sessionID: String) async throws { try await memory.discard(sessionID: sessionID) }
+        func session(id: String) async throws -> Session? { try await memory.session(id: id) }
+        func session(linkKey: String) async throws -> Session? { try await memory.session(linkKey: linkKey) }
+        func session(idempotencyKey: String) async throws -> Session? {
+            try await memory.session(idempotencyKey: idempotencyKey)
+        }
+        func events(sessionID: String, after: Int) async throws -> [SessionEvent] {
+            try await memory.events(sessionID: sessionID, after: after)
+        }
+        func activeSessions() async throws -> [Session] { try await memory.activeSessions() }
+        func ping() async throws {}
+        func close() async throws {}
+    }
+
     let clock = ManualClock()
-    let store = MemorySessionStore()
+    let store = FailingStore()
     let bus = RecordingBus()
     let prove = ScriptedProve()
     let service: SessionService
@@ -69,13 +101,44 @@ struct SessionServiceTests {
         #expect(service.expiries.next == session.expiresAt)
     }
 
+    @Test("A store that cannot take the session answers before Prove is asked: no SMS goes")
+    func createWithStoreDown() async throws {
+        store.failInserts.withLock { $0 = true }
+        await #expect(throws: StoreError.unavailable) { try await service.create(Self.request, idempotencyKey: "k") }
+        #expect(prove.unifyCalls.isEmpty)
+        #expect(bus.types.isEmpty)
+    }
+
+    @Test("A flow whose last write fails is answered as made, and stored once the store takes writes again")
+    func createWithLastWriteFailing() async throws {
+        store.failUpdates.withLock { $0 = true }
+        let session = try await service.create(Self.request, idempotencyKey: "k")
+        #expect(prove.unifyCalls.count == 1)
+        #expect(!session.correlationId.isEmpty, "the integrator gets the session as Prove started it")
+        // Its row, with its link key, is there: the link lands. A repeat of the create waits for it.
+        #expect(try await store.session(linkKey: session.linkKey)?.correlationId == "")
+        await #expect(throws: SessionError.idempotencyKeyInProgress) {
+            try await service.create(Self.request, idempotencyKey: "k")
+        }
+        await clock.waitForSleepers(1)
+        store.failUpdates.withLock { $0 = false }
+        clock.advance(by: 0.5)
+        for _ in 0..<10_000 where try await store.session(id: session.id)?.correlationId == "" { await Task.yield() }
+        #expect(try await store.session(id: session.id)?.correlationId == session.correlationId)
+        #expect(try await service.create(Self.request, idempotencyKey: "k").id == session.id)
+        #expect(prove.unifyCalls.count == 1, "one SMS in all")
+    }
+
     @Test("Prove's refusal of a create is thrown as it is, and nothing is stored")
     func createRefused() async throws {
         let refusal = ProveClientError.rejected(status: 400, body: ProveErrorBody(code: 8007, message: "no test user"))
         prove.answerUnify(.failure(refusal))
-        await #expect(throws: refusal) { try await service.create(Self.request, idempotencyKey: nil) }
+        await #expect(throws: refusal) { try await service.create(Self.request, idempotencyKey: "k") }
         #expect(try await store.activeSessions().isEmpty)
         #expect(bus.types.isEmpty)
+        // The key is free again: a retry asks Prove again.
+        _ = try await service.create(Self.request, idempotencyKey: "k")
+        #expect(prove.unifyCalls.count == 2)
     }
 
     @Test("The same Idempotency-Key and body give the same session and one Prove flow; another body is refused")

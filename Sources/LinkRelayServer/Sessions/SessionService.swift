@@ -40,7 +40,8 @@ final class SessionService: Sendable {
     /// same Idempotency-Key returns the session it made.
     func create(_ request: CreateSessionRequest, idempotencyKey: String?) async throws -> Session {
         guard let key = idempotencyKey else { return try await startSession(request, idempotencyKey: nil) }
-        if let existing = try await store.session(idempotencyKey: key) {
+        // A session still being made is waited for below, when it is being made here.
+        if let existing = try await store.session(idempotencyKey: key), existing.isStarted {
             return try sameRequest(existing, request)
         }
         // Concurrent repeats on this instance wait for the first one instead of starting a second flow.
@@ -83,9 +84,14 @@ final class SessionService: Sendable {
 
     private func sameRequest(_ session: Session, _ request: CreateSessionRequest) throws -> Session {
         guard session.requestFingerprint == request.fingerprint else { throw SessionError.idempotencyKeyReused }
+        guard session.isStarted else { throw SessionError.idempotencyKeyInProgress }
         return session
     }
 
+    /// Stores the session first, with its link key and its `waiting` event, then asks Prove to start the
+    /// flow (which sends the SMS), then stores what Prove answered. So a store that cannot take the
+    /// session answers 503 before any SMS goes; a flow Prove refuses leaves no session behind; and a
+    /// flow whose last write fails still has a session its link lands on, finished by `keepStarted`.
     private func startSession(_ request: CreateSessionRequest, idempotencyKey: String?) async throws -> Session {
         let now = clock.now()
         let hold = request.holdSeconds ?? defaultHold
@@ -97,6 +103,15 @@ final class SessionService: Sendable {
         var log = logger
         log[metadataKey: "session"] = .string(id)
 
+        // No correlationId until Prove answers: the session is handed out only after that.
+        var session = Session(
+            id: id, linkKey: linkKey, channelToken: Secrets.token(length: 32), createdAt: now, expiresAt: expiresAt,
+            correlationId: "", authToken: nil, clientRequestId: clientRequestId,
+            phoneNumber: request.phoneNumber, finalTargetUrl: finalTargetUrl, idempotencyKey: idempotencyKey,
+            requestFingerprint: request.fingerprint, desktopIPAddress: request.ipAddress)
+        let event = session.record(.waiting(expiresAt: expiresAt), at: now)
+        try await store.insert(session, event: event)
+
         let unify = UnifyRequest(
             possessionType: "desktop", clientRequestId: clientRequestId, phoneNumber: request.phoneNumber,
             finalTargetUrl: finalTargetUrl, smsMessage: request.smsMessage, allowOTPRetry: request.allowOTPRetry,
@@ -106,25 +121,60 @@ final class SessionService: Sendable {
         let response: UnifyResponse
         do {
             response = try await prove.unify(unify, deadline: deadline(for: expiresAt))
-        } catch let error as ProveClientError {
-            log.warning(
-                "Prove refused to start the flow",
-                metadata: ["phone": .string(Secrets.maskedPhone(request.phoneNumber)), "error": "\(error)"])
+        } catch {
+            // Nothing was sent: the session goes. Should the store refuse even that, the session, never
+            // handed out and with no flow to ask about, ends `expired` at the end of its hold.
+            try? await store.discard(sessionID: id)
+            if error is ProveClientError {
+                log.warning(
+                    "Prove refused to start the flow",
+                    metadata: ["phone": .string(Secrets.maskedPhone(request.phoneNumber)), "error": "\(error)"])
+            }
             throw error
         }
 
-        var session = Session(
-            id: id, linkKey: linkKey, channelToken: Secrets.token(length: 32), createdAt: now, expiresAt: expiresAt,
-            correlationId: response.correlationId, authToken: response.authToken, clientRequestId: clientRequestId,
-            phoneNumber: request.phoneNumber, finalTargetUrl: finalTargetUrl, idempotencyKey: idempotencyKey,
-            requestFingerprint: request.fingerprint, desktopIPAddress: request.ipAddress)
-        let event = session.record(.waiting(expiresAt: expiresAt), at: now)
-        try await store.insert(session, event: event)
+        let started = session.version
+        session.correlationId = response.correlationId
+        session.authToken = response.authToken
+        session.version = started + 1
+        do {
+            guard try await store.update(session, expectedVersion: started, appending: []) else {
+                throw StoreError.unavailable
+            }
+        } catch {
+            // The SMS has gone: the session is answered as made, and stored as soon as the store takes it.
+            log.warning("Storing a started flow failed; retrying until the store takes it")
+            keepStarted(id, response, until: expiresAt)
+        }
         bus.publish(sessionID: id, events: [event])
         expiries.schedule(sessionID: id, at: expiresAt)
         metrics.sessionsCreated.increment()
         log.info("Session created", metadata: ["correlation": .string(response.correlationId), "hold": "\(hold)"])
         return session
+    }
+
+    /// Stores Prove's answer on a session whose last create write failed, retrying with growing pauses
+    /// until the store takes it or the hold ends. Until then a landing is asked about again later (the
+    /// verifier waits for the correlationId).
+    private func keepStarted(_ id: String, _ response: UnifyResponse, until expiresAt: Date) {
+        Task {
+            var pause: TimeInterval = 0.5
+            while clock.now() < expiresAt {
+                do {
+                    _ = try await mutate(.id(id)) { session, _ in
+                        session.correlationId = response.correlationId
+                        session.authToken = response.authToken
+                        return []
+                    }
+                    logger.notice("A started flow is stored after all", metadata: ["session": .string(id)])
+                    verifications.kick(id)
+                    return
+                } catch {
+                    try? await clock.sleep(until: clock.now().addingTimeInterval(pause))
+                    pause = min(pause * 2, 5)
+                }
+            }
+        }
     }
 
     // MARK: - landing
@@ -323,4 +373,10 @@ final class SessionService: Sendable {
         let remaining = max(0, expiresAt.timeIntervalSince(clock.now()))
         return .now + .milliseconds(Int64(remaining * 1000))
     }
+}
+
+extension Session {
+    /// Prove's flow is stored with it (or it has ended). Until then it is being made, or the last write
+    /// of its create failed and is being retried (`SessionService.keepStarted`).
+    var isStarted: Bool { !correlationId.isEmpty || state.isTerminal }
 }

@@ -44,6 +44,12 @@ struct Verifier: Service {
             guard session.verificationPending, !session.state.isTerminal,
                 !session.isPastHold(at: service.clock.now())
             else { return }
+            // Prove's flow is not stored yet (the create's last write failed and is being retried).
+            guard session.isStarted else {
+                service.verifications.noteProblem(sessionID, "the session's Prove flow is not stored yet")
+                guard await pause(unavailableInterval, before: session.expiresAt) else { return }
+                continue
+            }
             do {
                 let status = try await service.prove.unifyStatus(
                     UnifyStatusRequest(correlationId: session.correlationId, clientRequestId: session.clientRequestId),
