@@ -72,6 +72,9 @@ public struct RelayConfiguration: Sendable {
     /// The embedded sandbox on an address other than loopback (`--sandbox-public`): its routes need no
     /// key, so it is refused there unless asked for.
     public var sandboxPublic = false
+    /// Where `/metrics` is served instead of the main listener (`--metrics-listen HOST:PORT`), for
+    /// deployments that keep it off the public address.
+    public var metricsListen: (host: String, port: Int)?
 
     /// The process's open-file limit minus 1,024 descriptors kept for everything else (the store,
     /// calls to Prove, the runtime's own). Without that room, a flood of connections took the last
@@ -99,7 +102,7 @@ public struct RelayConfiguration: Sendable {
             ("log-time", "LINKRELAY_LOG_TIME"), ("header-timeout", "LINKRELAY_HEADER_TIMEOUT"),
             ("body-timeout", "LINKRELAY_BODY_TIMEOUT"), ("drain-delay", "LINKRELAY_DRAIN_DELAY"),
             ("limit-connections-per-address", "LINKRELAY_LIMIT_CONNECTIONS_PER_ADDRESS"),
-            ("sandbox-public", "LINKRELAY_SANDBOX_PUBLIC"),
+            ("sandbox-public", "LINKRELAY_SANDBOX_PUBLIC"), ("metrics-listen", "LINKRELAY_METRICS_LISTEN"),
         ] + Limits.settings.map { ($0.flag, $0.env) }
 
     /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
@@ -215,6 +218,18 @@ public struct RelayConfiguration: Sendable {
         if let seconds = try number("header-timeout", in: 1...600) { config.headerTimeout = TimeInterval(seconds) }
         if let seconds = try number("body-timeout", in: 1...600) { config.bodyTimeout = TimeInterval(seconds) }
         if let seconds = try number("drain-delay", in: 0...600) { config.drainDelay = TimeInterval(seconds) }
+        if let listen = value("metrics-listen") {
+            // HOST:PORT, with an IPv6 host in brackets.
+            let (host, port) =
+                listen.lastIndex(of: ":").map { (listen[..<$0], listen[listen.index(after: $0)...]) }
+                ?? ("", "")
+            let bare = host.hasPrefix("[") && host.hasSuffix("]") ? host.dropFirst().dropLast() : host
+            guard !bare.isEmpty, let number = Int(port), (1...65535).contains(number) else {
+                throw ConfigurationError(
+                    "--metrics-listen: \"\(listen)\" is not HOST:PORT (127.0.0.1:9090, [::1]:9090)")
+            }
+            config.metricsListen = (String(bare), number)
+        }
         config.sandboxPublic = try boolean(value("sandbox-public"), flag: "sandbox-public", default: false)
         if case .sandbox = config.prove, !config.sandboxPublic, !isLoopback(config.host) {
             throw ConfigurationError(

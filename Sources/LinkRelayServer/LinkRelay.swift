@@ -143,6 +143,7 @@ public func buildLinkRelay(
     }
 
     let writer = ResponseWriter(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
+    let operations = OpsController(service: service, draining: draining, listener: listener)
     let channels = ChannelsController(
         gate: ChannelGate(store: store, allowedOrigins: Set(configuration.allowedOrigins), refusals: refusals),
         limits: limits)
@@ -154,17 +155,30 @@ public func buildLinkRelay(
         channels: channels,
         sessions: SessionsController(
             service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits),
-        operations: OpsController(service: service, draining: draining, listener: listener), pages: pages,
+        operations: operations, pages: pages,
         demo: sandbox.map {
             DemoController(service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL)
         },
-        sandbox: sandbox.map(SandboxController.init))
-    let frontDoor = FrontDoor.Services(
-        routes: routes, errors: ErrorMapping(pages: pages, logger: logger), channels: channels,
-        channelServices: ChannelServices(
-            hub: hub, store: store, clock: clock, metrics: metrics, writer: writer, refusals: refusals),
-        refusals: refusals, headerTimeout: .seconds(Int64(configuration.headerTimeout)),
-        bodyTimeout: .seconds(Int64(configuration.bodyTimeout)))
+        sandbox: sandbox.map(SandboxController.init), metricsElsewhere: configuration.metricsListen != nil)
+    let channelServices = ChannelServices(
+        hub: hub, store: store, clock: clock, metrics: metrics, writer: writer, refusals: refusals)
+    func frontDoorServices(_ routes: Routes) -> FrontDoor.Services {
+        FrontDoor.Services(
+            routes: routes, errors: ErrorMapping(pages: pages, logger: logger), channels: channels,
+            channelServices: channelServices, refusals: refusals,
+            headerTimeout: .seconds(Int64(configuration.headerTimeout)),
+            bodyTimeout: .seconds(Int64(configuration.bodyTimeout)))
+    }
+    let frontDoor = frontDoorServices(routes)
+    // Operators' scrapes on an address of their own: few connections, no per-address cap.
+    let metricsServer = configuration.metricsListen.map { listen in
+        RelayServer(
+            host: listen.host, port: listen.port, maxConnections: 64, perAddress: nil,
+            frontDoor: frontDoorServices(Routes(operations: operations)), logger: logger
+        ) { channel in
+            logger.notice("Metrics listening", metadata: ["address": "\(channel.localAddress.map { "\($0)" } ?? "?")"])
+        }
+    }
 
     let (running, runningContinuation) = AsyncStream<Void>.makeStream()
     let mode = sandbox == nil ? "prove" : "SANDBOX (simulated Prove)"
@@ -197,7 +211,7 @@ public func buildLinkRelay(
                     service.expiries.compact()
                     hub.compact()
                 }),
-        ] + instances + [server]
+        ] + instances + [metricsServer].compactMap { $0 } + [server]
     return LinkRelay(
         configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
         service: service, frontDoor: frontDoor, hub: hub, draining: draining, running: running)

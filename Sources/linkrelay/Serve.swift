@@ -76,6 +76,8 @@ struct Serve: AsyncParsableCommand {
     var drainDelay: String?
     @Option(help: "on: serve the embedded sandbox on a non-loopback --host (LINKRELAY_SANDBOX_PUBLIC, default off).")
     var sandboxPublic: String?
+    @Option(help: "HOST:PORT where /metrics is served instead of the main listener (LINKRELAY_METRICS_LISTEN).")
+    var metricsListen: String?
 
     func run() async throws {
         var flags: [String: [String]] = [
@@ -93,6 +95,7 @@ struct Serve: AsyncParsableCommand {
             ("malloc-tuning", mallocTuning), ("log-time", logTime),
             ("limit-connections-per-address", limitConnectionsPerAddress), ("header-timeout", headerTimeout),
             ("body-timeout", bodyTimeout), ("drain-delay", drainDelay), ("sandbox-public", sandboxPublic),
+            ("metrics-listen", metricsListen),
         ] {
             if let value { flags[name] = [value] }
         }

@@ -185,6 +185,8 @@ struct ConfigurationTests {
             (["header-timeout": ["0"]], "--header-timeout"),
             (["body-timeout": ["601"]], "--body-timeout"),
             (["drain-delay": ["soon"]], "--drain-delay"),
+            (["metrics-listen": ["9090"]], "--metrics-listen"),
+            (["metrics-listen": ["127.0.0.1:99999"]], "--metrics-listen"),
         ])
     func badHardeningSettings(_ flags: [String: [String]], _ named: String) {
         expectRefusal(flags, [:], named)
@@ -207,6 +209,8 @@ struct ConfigurationTests {
         #expect(try resolve(["limits": ["off"]]).connectionsPerAddress == nil)
         let timeouts = try resolve(["header-timeout": ["3"], "body-timeout": ["4"], "drain-delay": ["0"]])
         #expect(timeouts.headerTimeout == 3 && timeouts.bodyTimeout == 4 && timeouts.drainDelay == 0)
+        let metrics = try #require(try resolve(["metrics-listen": ["[::1]:9090"]]).metricsListen)
+        #expect(metrics.host == "::1" && metrics.port == 9090)
         let defaults = try resolve()
         #expect(defaults.headerTimeout == 10 && defaults.bodyTimeout == 10 && defaults.drainDelay == 5)
     }

@@ -109,6 +109,10 @@ struct ConfirmModeTests {
             let created = try await relay.createSession()
             let url = try await landingURL(relay)
             #expect(try await post(relay, url, choice: "confirm", origin: "https://evil.example").status == 403)
+            // A security event: counted and logged, without the address.
+            let metrics = try await relay.request(.GET, "/metrics").body
+            #expect(metrics.contains("linkrelay_security_events_total{event=\"confirm_origin_refused\"} 1"))
+            #expect(relay.logs.all.contains { $0.contains("Confirm form refused") && !$0.contains("127.0.0.1") })
             #expect(try await post(relay, url, choice: "maybe").status == 400)
             #expect(try await post(relay, url + "x", choice: "confirm").status == 400, "a bad authId")
             #expect(try await relay.session(created.sessionId).events.map(\.type) == ["waiting"])

@@ -38,6 +38,22 @@ final class RawConnection: @unchecked Sendable {
         _ = Array(text.utf8).withUnsafeBufferPointer { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
+    /// What the relay sends until it contains `marker`; nil if the connection closes first.
+    func read(until marker: String) async throws -> String? {
+        try await onOwnThread { [fd] in
+            var timeout = timeval(tv_sec: 30, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var received = [UInt8]()
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while !String(decoding: received, as: UTF8.self).contains(marker) {
+                let count = recv(fd, &buffer, buffer.count, 0)
+                if count <= 0 { return nil }
+                received += buffer[0..<count]
+            }
+            return String(decoding: received, as: UTF8.self)
+        }
+    }
+
     /// Everything the relay sends until it closes the connection; nil if it is still open after
     /// `seconds` (a bound for a broken relay, not a timing the test relies on).
     func readToClose(within seconds: Int = 30) async throws -> String? {

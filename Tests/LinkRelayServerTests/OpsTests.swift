@@ -78,6 +78,19 @@ struct OpsTests {
         }
     }
 
+    @Test("--metrics-listen serves /metrics on its own address, and the public one no longer does")
+    func metricsOnTheirOwnListener() async throws {
+        let port = try PersistenceTests.freePort()
+        try await TestRelay.run(flags: ["metrics-listen": ["127.0.0.1:\(port)"]]) { relay in
+            #expect(try await relay.request(.GET, "/metrics").status == 404)
+            let metrics = try await TestRelay.fetch(.GET, "http://127.0.0.1:\(port)/metrics")
+            #expect(metrics.status == 200)
+            #expect(metrics.body.contains("linkrelay_sessions_created_total"))
+            #expect(try await TestRelay.fetch(.GET, "http://127.0.0.1:\(port)/readyz").status == 200)
+            #expect(try await TestRelay.fetch(.GET, "http://127.0.0.1:\(port)/v1/sessions/x").status == 404)
+        }
+    }
+
     @Test("/metrics is Prometheus text with the relay's metrics")
     func metricsNames() async throws {
         try await TestRelay.run { relay in

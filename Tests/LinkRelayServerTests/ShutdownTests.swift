@@ -91,6 +91,24 @@ struct ShutdownTests {
         }
     }
 
+    @Test("SIGTERM with a drain delay: the relay keeps answering, /readyz 503, on new and kept-alive connections")
+    func drainDelayKeepsAnswering() async throws {
+        let (relay, port) = try await PersistenceTests.start(ready: "LinkRelay listening") {
+            ["serve", "--drain-delay", "60", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey]
+        }
+        let kept = try RawConnection(port: port)
+        kept.send("GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(try await kept.read(until: "ready\n")?.hasPrefix("HTTP/1.1 200") == true)
+        relay.stop()
+        #expect(await relay.waitFor("/readyz answers 503"))
+        let fresh = try await TestRelay.fetch(
+            .GET, "http://127.0.0.1:\(port)/readyz", headers: [("Connection", "close")])
+        #expect(fresh.status == 503, "a new connection is still accepted, and told")
+        kept.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(try await kept.read(until: "ok\n")?.hasPrefix("HTTP/1.1 200") == true, "a kept-alive one is not cut")
+        await relay.kill()
+    }
+
     /// Reads an SSE response with a plain socket until the server ends the chunked body.
     private func rawEvents(port: Int, _ url: String) async throws -> String {
         let components = try #require(URLComponents(string: url))

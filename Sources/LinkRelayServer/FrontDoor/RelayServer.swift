@@ -1,3 +1,4 @@
+import Foundation
 import LinkRelaySupport
 import Logging
 import NIOCore
@@ -19,6 +20,12 @@ struct RelayServer: Service, CustomStringConvertible {
     let logger: Logger
     let onRunning: @Sendable (any Channel) async -> Void
 
+    /// The listen backlog: the kernel's own cap (`net.core.somaxconn`), so that a burst of connects
+    /// waits in the kernel rather than being refused; 4096 (Linux's default since 5.4) where unknown.
+    static let backlog: Int32 =
+        (try? String(contentsOfFile: "/proc/sys/net/core/somaxconn", encoding: .utf8))
+        .flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 4096
+
     /// How ServiceLifecycle logs it: the address, not everything the connections are served with (its
     /// pages, whose demo text holds a sandbox phone number, among them).
     var description: String { "RelayServer(host: \(host), port: \(port), maxConnections: \(maxConnections))" }
@@ -29,7 +36,7 @@ struct RelayServer: Service, CustomStringConvertible {
     func run() async throws {
         let (frontDoor, maxConnections, perAddress) = (frontDoor, maxConnections, perAddress)
         let listener = try await ServerBootstrap(group: NIOSingletons.posixEventLoopGroup)
-            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .serverChannelOption(ChannelOptions.backlog, value: Self.backlog)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

@@ -7,9 +7,11 @@ import ProveSandbox
 struct Routes: Sendable {
     let all: [Route]
 
+    /// `metricsElsewhere`: `/metrics` is served on a listener of its own (`--metrics-listen`), not here.
     init(
         landing: LandingController, channels: ChannelsController, sessions: SessionsController,
-        operations: OpsController, pages: Pages, demo: DemoController?, sandbox: SandboxController?
+        operations: OpsController, pages: Pages, demo: DemoController?, sandbox: SandboxController?,
+        metricsElsewhere: Bool = false
     ) {
         let form = LandingController.maximumFormSize
         var all: [Route] = [
@@ -32,12 +34,12 @@ struct Routes: Sendable {
             Route(.HEAD, "/healthz", operations.health),
             Route(.GET, "/readyz", operations.readiness),
             Route(.HEAD, "/readyz", operations.readiness),
-            Route(.GET, "/metrics", operations.metrics),
             // The pages' style sheet.
             Route(.GET, "/assets/relay.css") { _ in
                 .now(.asset(pages.stylesheet, contentType: "text/css; charset=utf-8"))
             },
         ]
+        if !metricsElsewhere { all.append(Route(.GET, "/metrics", operations.metrics)) }
         if let demo, let sandbox {
             // The demo and the embedded Prove sandbox (`--prove sandbox` only).
             all += [
@@ -59,6 +61,14 @@ struct Routes: Sendable {
             all.append(Route(.GET, "/", .person) { _ in .now(pages.page("demo")) })
         }
         self.all = all
+    }
+
+    /// The operators' own listener (`--metrics-listen`): metrics, health and readiness only.
+    init(operations: OpsController) {
+        all = [
+            Route(.GET, "/metrics", operations.metrics), Route(.GET, "/healthz", operations.health),
+            Route(.GET, "/readyz", operations.readiness),
+        ]
     }
 
     /// The first route for `method` and `path`, with what its pattern captured.

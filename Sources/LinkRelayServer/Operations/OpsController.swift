@@ -1,4 +1,5 @@
 import Foundation
+import LinkRelayCore
 import NIOCore
 import Synchronization
 
@@ -27,6 +28,8 @@ final class OpsController: Sendable {
             do {
                 try await service.store.ping()
                 return .text("ready\n")
+            } catch StoreError.unavailable {
+                return .text("store cannot take writes\n", status: .serviceUnavailable)
             } catch {
                 return .text("store unreachable\n", status: .serviceUnavailable)
             }
