@@ -129,9 +129,10 @@ public func buildLinkRelay(
         publicURL: configuration.publicURL, defaultHold: configuration.holdSeconds)
     let pages = try await Pages.load(directory: configuration.templatesDirectory, sandbox: sandbox != nil)
     let draining = Draining()
-    let refusals = SecurityEvents(metrics: metrics, logger: logger, clock: clock)
+    let securityEvents = SecurityEvents(metrics: metrics, logger: logger, clock: clock)
     let limits = RequestLimits(
-        limits: configuration.limits, trustedProxies: configuration.trustedProxies, clock: clock, refusals: refusals)
+        limits: configuration.limits, trustedProxies: configuration.trustedProxies, clock: clock,
+        securityEvents: securityEvents)
     // With PostgreSQL, other instances' writes reach this instance's channels through the listener,
     // and the coordinator takes over what a gone instance left.
     var listener: PostgresListener?
@@ -145,7 +146,8 @@ public func buildLinkRelay(
     let writer = ResponseWriter(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
     let operations = OpsController(service: service, draining: draining, listener: listener)
     let channels = ChannelsController(
-        gate: ChannelGate(store: store, allowedOrigins: Set(configuration.allowedOrigins), refusals: refusals),
+        gate: ChannelGate(
+            store: store, allowedOrigins: Set(configuration.allowedOrigins), securityEvents: securityEvents),
         limits: limits)
     let routes = Routes(
         landing: LandingController(
@@ -161,11 +163,11 @@ public func buildLinkRelay(
         },
         sandbox: sandbox.map(SandboxController.init), metricsElsewhere: configuration.metricsListen != nil)
     let channelServices = ChannelServices(
-        hub: hub, store: store, clock: clock, metrics: metrics, writer: writer, refusals: refusals)
+        hub: hub, store: store, clock: clock, metrics: metrics, writer: writer, securityEvents: securityEvents)
     func frontDoorServices(_ routes: Routes) -> FrontDoor.Services {
         FrontDoor.Services(
             routes: routes, errors: ErrorMapping(pages: pages, logger: logger), channels: channels,
-            channelServices: channelServices, refusals: refusals,
+            channelServices: channelServices, securityEvents: securityEvents,
             headerTimeout: .seconds(Int64(configuration.headerTimeout)),
             bodyTimeout: .seconds(Int64(configuration.bodyTimeout)))
     }
@@ -186,7 +188,7 @@ public func buildLinkRelay(
         host: configuration.host, port: configuration.port, maxConnections: configuration.maxConnections,
         perAddress: configuration.connectionsPerAddress.map {
             OpenConnections.PerAddress(
-                maximum: $0, trustedProxies: configuration.trustedProxies, refusals: refusals)
+                maximum: $0, trustedProxies: configuration.trustedProxies, securityEvents: securityEvents)
         },
         frontDoor: frontDoor, logger: logger
     ) { channel in

@@ -7,7 +7,7 @@ import NIOHTTP1
 struct ChannelGate: Sendable {
     let store: any SessionStore
     let allowedOrigins: Set<String>
-    let refusals: SecurityEvents
+    let securityEvents: SecurityEvents
 
     typealias Verdict = Result<ChannelAdmission, any Error>
 
@@ -31,7 +31,7 @@ struct ChannelGate: Sendable {
 
     func refusedOrigin(_ headers: HTTPHeaders) -> Problem? {
         guard let origin = headers.first(name: "Origin"), !allowedOrigins.contains(origin) else { return nil }
-        refusals.record(.channelOrigin)
+        securityEvents.record(.channelOrigin)
         return .forbidden("This origin may not open channels.")
     }
 

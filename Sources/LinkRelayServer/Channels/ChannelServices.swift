@@ -9,7 +9,7 @@ final class ChannelServices: Sendable {
     let clock: any RelayClock
     let metrics: RelayMetrics
     let writer: ResponseWriter
-    let refusals: SecurityEvents
+    let securityEvents: SecurityEvents
     /// SSE keep-alive comments are written at least this often.
     let keepAliveInterval: TimeInterval = 15
     /// A WebSocket is pinged this often; one that has not answered the last ping by the next is closed.
@@ -17,14 +17,14 @@ final class ChannelServices: Sendable {
 
     init(
         hub: ChannelHub, store: any SessionStore, clock: any RelayClock, metrics: RelayMetrics, writer: ResponseWriter,
-        refusals: SecurityEvents
+        securityEvents: SecurityEvents
     ) {
         self.hub = hub
         self.store = store
         self.clock = clock
         self.metrics = metrics
         self.writer = writer
-        self.refusals = refusals
+        self.securityEvents = securityEvents
     }
 
     /// When a new channel's first keep-alive or ping is due: at a random point in the second half of

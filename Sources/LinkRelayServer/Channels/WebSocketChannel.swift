@@ -104,7 +104,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
     /// protocol-error handler has sent the close; here it is counted.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let error = error as? NIOWebSocketError {
-            services.refusals.record(.webSocketProtocol(code: error == .invalidFrameLength ? 1009 : 1002))
+            services.securityEvents.record(.webSocketProtocol(code: error == .invalidFrameLength ? 1009 : 1002))
         }
         context.fireErrorCaught(error)
     }
@@ -160,9 +160,9 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
         end()
         guard !closing else { return }
         switch code {
-        case .protocolError: services.refusals.record(.webSocketProtocol(code: 1002))
-        case .dataInconsistentWithMessage: services.refusals.record(.webSocketProtocol(code: 1007))
-        case .messageTooLarge: services.refusals.record(.webSocketProtocol(code: 1009))
+        case .protocolError: services.securityEvents.record(.webSocketProtocol(code: 1002))
+        case .dataInconsistentWithMessage: services.securityEvents.record(.webSocketProtocol(code: 1007))
+        case .messageTooLarge: services.securityEvents.record(.webSocketProtocol(code: 1009))
         default: break
         }
         closing = true
@@ -188,7 +188,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
             } else {
                 // Answer with the desktop's own code when it is one a peer may send, then close.
                 let (code, broken) = Self.answer(toClose: frame.unmaskedData)
-                if broken { services.refusals.record(.webSocketProtocol(code: Int(code))) }
+                if broken { services.securityEvents.record(.webSocketProtocol(code: Int(code))) }
                 end()
                 closing = true
                 var data = context.channel.allocator.buffer(capacity: 2)

@@ -19,7 +19,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         let errors: ErrorMapping
         let channels: ChannelsController
         let channelServices: ChannelServices
-        let refusals: SecurityEvents
+        let securityEvents: SecurityEvents
         /// A connection between requests is closed after this long without a byte from its client.
         let idleTimeout: TimeAmount
         /// A request's head must have come this long after its first byte (a new connection's, after it
@@ -30,14 +30,15 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
 
         init(
             routes: Routes, errors: ErrorMapping, channels: ChannelsController, channelServices: ChannelServices,
-            refusals: SecurityEvents, idleTimeout: TimeAmount = .seconds(75), headerTimeout: TimeAmount = .seconds(10),
+            securityEvents: SecurityEvents, idleTimeout: TimeAmount = .seconds(75),
+            headerTimeout: TimeAmount = .seconds(10),
             bodyTimeout: TimeAmount = .seconds(10)
         ) {
             self.routes = routes
             self.errors = errors
             self.channels = channels
             self.channelServices = channelServices
-            self.refusals = refusals
+            self.securityEvents = securityEvents
             self.idleTimeout = idleTimeout
             self.headerTimeout = headerTimeout
             self.bodyTimeout = bodyTimeout
@@ -151,7 +152,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         timer = nil
         guard let (due, event) = deadline() else { return }
         guard due <= .now() else { return schedule(by: due, context) }
-        if let event { services.refusals.record(event) }
+        if let event { services.securityEvents.record(event) }
         close(context)
     }
 

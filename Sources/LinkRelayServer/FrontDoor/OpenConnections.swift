@@ -14,7 +14,7 @@ final class OpenConnections: ChannelDuplexHandler {
     struct PerAddress {
         let maximum: Int
         let trustedProxies: [IPNetwork]
-        let refusals: SecurityEvents
+        let securityEvents: SecurityEvents
     }
 
     private let maximum: Int
@@ -53,7 +53,7 @@ final class OpenConnections: ChannelDuplexHandler {
         if ending != nil { Self.quiesce(connection) }
         context.fireChannelRead(data)
         if overCap {
-            perAddress?.refusals.record(.limit(.connectionsPerAddress))
+            perAddress?.securityEvents.record(.limit(.connectionsPerAddress))
             // Closed once it is set up, so that the close runs on its own loop like any other.
             connection.eventLoop.execute { connection.close(promise: nil) }
         }

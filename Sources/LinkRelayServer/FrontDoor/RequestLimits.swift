@@ -16,9 +16,9 @@ final class RequestLimits: Sendable {
     private let active: Active?
     private let trustedProxies: [IPNetwork]
     private let clock: any RelayClock
-    let refusals: SecurityEvents
+    let securityEvents: SecurityEvents
 
-    init(limits: Limits?, trustedProxies: [IPNetwork], clock: any RelayClock, refusals: SecurityEvents) {
+    init(limits: Limits?, trustedProxies: [IPNetwork], clock: any RelayClock, securityEvents: SecurityEvents) {
         self.active = limits.map { limits in
             Active(
                 landingByIP: RateLimiter(rule: .init(perMinute: limits.landingPerIP, burst: limits.landingPerIP)),
@@ -30,7 +30,7 @@ final class RequestLimits: Sendable {
         }
         self.trustedProxies = trustedProxies
         self.clock = clock
-        self.refusals = refusals
+        self.securityEvents = securityEvents
     }
 
     /// The client's address: the socket's peer, or the client `X-Forwarded-For` names when the peer
@@ -84,7 +84,7 @@ final class RequestLimits: Sendable {
     /// end with `|| trip(...)`.
     @discardableResult
     private func trip(_ kind: LimitKind) -> Bool {
-        refusals.record(.limit(kind))
+        securityEvents.record(.limit(kind))
         return false
     }
 }

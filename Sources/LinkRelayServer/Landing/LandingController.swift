@@ -66,7 +66,7 @@ final class LandingController: Sendable {
             }
             // The form is the relay's own page; a browser posting it from anywhere else is refused.
             if let origin = request.headers.first(name: "Origin"), origin != publicOrigin {
-                limits.refusals.record(.confirmOrigin)
+                limits.securityEvents.record(.confirmOrigin)
                 throw Problem.forbidden("The confirm form comes from the relay's own page.")
             }
             let choice = request.body.map { String(buffer: $0) }
