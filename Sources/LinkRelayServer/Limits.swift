@@ -11,6 +11,8 @@ public struct Limits: Sendable, Equatable {
     public var channelsPerSession = 4
     /// Channels open at once from one client IP address (IPv6: from one /64).
     public var channelsPerIP = 100
+    /// `POST /v1/sessions/{id}/finish` per session, per minute: a page calls it once or twice.
+    public var finishPerSession = 10
 
     public init() {}
 
@@ -21,6 +23,7 @@ public struct Limits: Sendable, Equatable {
             ("limit-create-per-key", "LINKRELAY_LIMIT_CREATE_PER_KEY", \.createPerKey),
             ("limit-channels-per-session", "LINKRELAY_LIMIT_CHANNELS_PER_SESSION", \.channelsPerSession),
             ("limit-channels-per-ip", "LINKRELAY_LIMIT_CHANNELS_PER_IP", \.channelsPerIP),
+            ("limit-finish-per-session", "LINKRELAY_LIMIT_FINISH_PER_SESSION", \.finishPerSession),
         ]
     }
 }

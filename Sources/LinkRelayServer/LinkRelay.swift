@@ -145,10 +145,9 @@ public func buildLinkRelay(
 
     let writer = ResponseWriter(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
     let operations = OpsController(service: service, draining: draining, listener: listener)
-    let channels = ChannelsController(
-        gate: ChannelGate(
-            store: store, allowedOrigins: Set(configuration.allowedOrigins), securityEvents: securityEvents),
-        limits: limits)
+    let gate = ChannelGate(
+        store: store, allowedOrigins: Set(configuration.allowedOrigins), securityEvents: securityEvents)
+    let channels = ChannelsController(gate: gate, limits: limits)
     let routes = Routes(
         landing: LandingController(
             service: service, pages: pages, limits: limits, repeatLandings: RepeatLandings(),
@@ -156,7 +155,8 @@ public func buildLinkRelay(
             publicOrigin: RelayConfiguration.origin(of: configuration.publicURL)),
         channels: channels,
         sessions: SessionsController(
-            service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits),
+            service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits,
+            gate: gate),
         operations: operations, pages: pages,
         demo: sandbox.map {
             DemoController(service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL)

@@ -318,7 +318,10 @@ public actor ProveSandbox {
 
     // MARK: Instant Link page
 
-    func openLink(id: String, decline: Bool) -> SandboxReply {
+    /// Prove's Instant Link page: it completes possession (or declines it), then redirects to the
+    /// flow's finalTargetUrl; with `redirect` false it answers a page instead, as when the phone's
+    /// browser loses the redirect (the customer tapped; the relay never hears of it).
+    func openLink(id: String, decline: Bool, redirect: Bool = true) -> SandboxReply {
         count("link")
         guard let correlationId = links[id], var flow = liveUnifyFlow(correlationId),
             let target = flow.finalTargetUrl
@@ -330,6 +333,9 @@ public actor ProveSandbox {
         flow.authId = authId
         unifyFlows[correlationId] = flow
         let asc = flow.state == .passed
+        guard redirect else {
+            return .html(200, "<!doctype html><title>Verified</title><p>Thank you. You can close this page.</p>")
+        }
         let separator = target.contains("?") ? "&" : "?"
         return .redirect("\(target)\(separator)asc=\(asc)&authId=\(authId)")
     }

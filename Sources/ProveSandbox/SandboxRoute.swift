@@ -16,7 +16,8 @@ enum SandboxRoute: Sendable, Equatable {
     case api(ProveSandbox.APIEndpoint)
     /// `GET /sandbox/outbox?phoneNumber=N`
     case outbox
-    /// `GET /sandbox/link/{id}`: the Instant Link page; `?decline=1` declines.
+    /// `GET /sandbox/link/{id}`: the Instant Link page; `?decline=1` declines, `?redirect=0` answers a
+    /// page instead of the redirect (a lost redirect).
     case link(id: String)
     /// `GET /sandbox/faults`
     case faults
@@ -83,7 +84,8 @@ extension ProveSandbox {
             let phone = fields["phoneNumber"]?.replacingOccurrences(of: " ", with: "+")
             return .reply(await outboxReply(phoneNumber: phone?.isEmpty == false ? phone : nil))
         case .link(let id):
-            return .reply(await openLink(id: id, decline: fields["decline"] == "1"))
+            return .reply(
+                await openLink(id: id, decline: fields["decline"] == "1", redirect: fields["redirect"] != "0"))
         case .faults:
             return .reply(await faultListReply())
         case .setFault(let endpoint):

@@ -239,6 +239,37 @@ struct SessionServiceTests {
         #expect(service.expiries.due(at: clock.now()).isEmpty, "an ended session needs no expiry")
     }
 
+    @Test("A session that never landed is asked about once as its hold ends: Prove's `true` ends it verified")
+    func lastQuestionVerifies() async throws {
+        let session = try await service.create(Self.request, idempotencyKey: nil)
+        prove.answerStatus(.success(.init(success: "true", phoneNumber: "2001004014")))
+        clock.advance(by: 180)
+        try await service.expire(sessionID: session.id)
+        let (stored, events) = try await stored(session.id)
+        #expect(events == ["waiting", "result"], "a result without a tapped: the redirect was lost")
+        #expect(stored.state == .verified)
+        #expect(prove.statusCalls.map(\.correlationId) == [session.correlationId])
+    }
+
+    @Test(
+        "A last question Prove answers otherwise, or not at all, leaves the session expired, and is asked once",
+        arguments: [
+            Result<UnifyStatusResponse, ProveClientError>.success(.init(success: "pending")),
+            .success(.init(success: "false")), .failure(.unavailable(reason: "timeout")),
+        ])
+    func lastQuestionExpires(_ answer: Result<UnifyStatusResponse, ProveClientError>) async throws {
+        let session = try await service.create(Self.request, idempotencyKey: nil)
+        prove.answerStatus(answer)
+        clock.advance(by: 180)
+        store.failUpdates.withLock { $0 = true }
+        await #expect(throws: StoreError.unavailable) { try await service.expire(sessionID: session.id) }
+        store.failUpdates.withLock { $0 = false }
+        // The sweeper comes back: the session expires without a second question.
+        try await service.expire(sessionID: session.id)
+        #expect(try await stored(session.id).1 == ["waiting", "expired"])
+        #expect(prove.statusCalls.count == 1)
+    }
+
     @Test("A tapped session whose result never came fails at the hold's end, saying why")
     func expireTapped() async throws {
         let session = try await service.create(Self.request, idempotencyKey: nil)

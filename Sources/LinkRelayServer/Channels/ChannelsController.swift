@@ -76,8 +76,8 @@ final class ChannelsController: Sendable {
             throw Problem.forbidden("This origin may not open channels.")
         }
         var headers = gate.corsHeaders(origin)
-        headers.add(name: "Access-Control-Allow-Methods", value: "GET, OPTIONS")
-        headers.add(name: "Access-Control-Allow-Headers", value: "Authorization, Last-Event-ID")
+        headers.add(name: "Access-Control-Allow-Methods", value: "GET, POST, OPTIONS")
+        headers.add(name: "Access-Control-Allow-Headers", value: "Authorization, Content-Type, Last-Event-ID")
         headers.add(name: "Access-Control-Max-Age", value: "600")
         return .now(Answer(status: .noContent, headers: headers))
     }

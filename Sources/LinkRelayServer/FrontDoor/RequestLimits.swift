@@ -11,6 +11,7 @@ final class RequestLimits: Sendable {
         let createByKey: RateLimiter
         let channelsBySession: ConnectionLimiter
         let channelsByIP: ConnectionLimiter
+        let finishBySession: RateLimiter
     }
 
     private let active: Active?
@@ -26,7 +27,9 @@ final class RequestLimits: Sendable {
                     rule: .init(perMinute: limits.landingPerLink, burst: limits.landingPerLink)),
                 createByKey: RateLimiter(rule: .init(perMinute: limits.createPerKey, burst: limits.createPerKey)),
                 channelsBySession: ConnectionLimiter(maximum: limits.channelsPerSession),
-                channelsByIP: ConnectionLimiter(maximum: limits.channelsPerIP))
+                channelsByIP: ConnectionLimiter(maximum: limits.channelsPerIP),
+                finishBySession: RateLimiter(
+                    rule: .init(perMinute: limits.finishPerSession, burst: limits.finishPerSession)))
         }
         self.trustedProxies = trustedProxies
         self.clock = clock
@@ -59,6 +62,12 @@ final class RequestLimits: Sendable {
     func allowCreate(keyIndex: Int) -> Bool {
         guard let active else { return true }
         return active.createByKey.allow("key\(keyIndex)", now: clock.now()) || trip(.createPerKey)
+    }
+
+    /// One `POST /v1/sessions/{id}/finish` on the session.
+    func allowFinish(sessionID: String) -> Bool {
+        guard let active else { return true }
+        return active.finishBySession.allow(sessionID, now: clock.now()) || trip(.finishPerSession)
     }
 
     /// Takes a place for a channel, or nil when the session or the client has no place left.

@@ -29,6 +29,9 @@ struct Routes: Sendable {
             Route(.POST, "/v1/sessions", body: CreateSessionRequest.maximumBodySize, sessions.create),
             Route(.GET, "/v1/sessions/{id}", sessions.show),
             Route(.POST, "/v1/sessions/{id}/cancel", sessions.cancel),
+            // The client SDK's finish (AuthFinish, finishInstantLink), from a page, an app or the backend.
+            Route(.POST, "/v1/sessions/{id}/finish", body: SessionsController.maximumFinishBody, sessions.finish),
+            Route(.OPTIONS, "/v1/sessions/{id}/finish", channels.preflight),
             // Operators.
             Route(.GET, "/healthz", operations.health),
             Route(.HEAD, "/healthz", operations.health),

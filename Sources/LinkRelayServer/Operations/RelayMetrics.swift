@@ -20,6 +20,8 @@ public final class RelayMetrics: ProveCallObserver {
     private let breakerOpen: Gauge
     private let limitTrips: [LimitKind: Counter]
     private let securityEvents = Locked<[String: Counter]>([:])
+    private let lastQuestions: [Bool: Counter]
+    private let finishes: Counter
 
     public init() {
         sessionsCreated = registry.makeCounter(
@@ -76,6 +78,19 @@ public final class RelayMetrics: ProveCallObserver {
                 labels: [("limit", kind.rawValue)])
         }
         limitTrips = trips
+        var lastQuestions: [Bool: Counter] = [:]
+        for (verified, label) in [(true, "verified"), (false, "expired")] {
+            lastQuestions[verified] = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_last_questions_total", unitName: "",
+                    helpText: "Sessions that never landed, asked about once as their hold ended, by how they ended"),
+                labels: [("outcome", label)])
+        }
+        self.lastQuestions = lastQuestions
+        finishes = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_finishes_total", unitName: "",
+                helpText: "Finish calls (POST /v1/sessions/{id}/finish) taken on live sessions"))
     }
 
     func breakerChanged(open: Bool) { breakerOpen.set(Int64(open ? 1 : 0)) }
@@ -97,6 +112,9 @@ public final class RelayMetrics: ProveCallObserver {
         }
         counter.increment()
     }
+
+    func lastQuestion(verified: Bool) { lastQuestions[verified]?.increment() }
+    func finishTaken() { finishes.increment() }
 
     func landingAccepted() { landingsAccepted.increment() }
     func landingRepeated() { landingsRepeated.increment() }
@@ -152,4 +170,5 @@ enum LimitKind: String, CaseIterable, Sendable {
     case channelsPerSession = "channels_per_session"
     case channelsPerIP = "channels_per_ip"
     case connectionsPerAddress = "connections_per_address"
+    case finishPerSession = "finish_per_session"
 }

@@ -3,7 +3,8 @@ import LinkRelayCore
 import ServiceLifecycle
 
 /// Ends sessions whose hold has passed with `expired`. One loop for all sessions; at start it
-/// schedules every live session from the store, so expiries due during a restart run at once.
+/// schedules every live session from the store, so expiries due during a restart run at once. A
+/// session that never landed is asked about once (`SessionService.expire`), never more.
 struct ExpirySweeper: Service {
     let service: SessionService
     var interval: TimeInterval = 0.25
@@ -17,21 +18,28 @@ struct ExpirySweeper: Service {
             service.logger.error("Expiry sweeper could not read live sessions", metadata: ["error": "\(error)"])
         }
         try? await cancelWhenGracefulShutdown {
-            while true {
-                let now = service.clock.now()
-                for id in service.expiries.due(at: now) {
-                    do {
-                        try await service.expire(sessionID: id)
-                    } catch {
-                        service.logger.error(
-                            "Could not expire a session", metadata: ["session": .string(id), "error": "\(error)"])
-                        service.expiries.schedule(sessionID: id, at: now.addingTimeInterval(1))
+            // Each expiry in a task of its own: one that asks Prove a last question (up to 5 s) holds up
+            // no other.
+            try await withThrowingDiscardingTaskGroup { expiries in
+                while true {
+                    let now = service.clock.now()
+                    for id in service.expiries.due(at: now) {
+                        expiries.addTask { await expire(id, at: now) }
                     }
+                    var wake = now.addingTimeInterval(interval)
+                    if let next = service.expiries.next, next < wake { wake = next }
+                    try await service.clock.sleep(until: wake)
                 }
-                var wake = now.addingTimeInterval(interval)
-                if let next = service.expiries.next, next < wake { wake = next }
-                try await service.clock.sleep(until: wake)
             }
+        }
+    }
+
+    private func expire(_ id: String, at now: Date) async {
+        do {
+            try await service.expire(sessionID: id)
+        } catch {
+            service.logger.error("Could not expire a session", metadata: ["session": .string(id), "error": "\(error)"])
+            service.expiries.schedule(sessionID: id, at: now.addingTimeInterval(1))
         }
     }
 }

@@ -56,3 +56,9 @@ struct SessionView: Encodable {
         self.events = events
     }
 }
+
+/// The finish hook's answer.
+struct FinishedSession: Encodable {
+    var sessionId: String
+    var state: SessionState
+}

@@ -16,6 +16,7 @@ final class SessionService: Sendable {
     let defaultHold: Int
     let verifications: VerificationQueue
     let expiries: ExpiryQueue
+    let lastQuestions = LastQuestions()
     private let inFlightCreates = Locked<[String: Task<Session, any Error>]>([:])
 
     init(
@@ -265,6 +266,31 @@ final class SessionService: Sendable {
         return nil
     }
 
+    // MARK: - the finish hook
+
+    /// `POST /v1/sessions/{id}/finish`: the client SDK (or the app, or the backend) says the customer
+    /// finished. Records the redirect's `authId` when one came, and has the verifier ask Prove as after
+    /// a landing, without a `tapped`. Throws `notFound`; returns the session as it now is.
+    func finished(sessionID: String, authId: String?) async throws -> Session {
+        var found: Session?
+        let changed = try await mutate(.id(sessionID)) { session, now in
+            found = session
+            guard !session.state.isTerminal, !session.isPastHold(at: now) else { return nil }
+            let newAuthId = authId.map { !session.seenAuthIds.contains($0) } ?? false
+            // Already being asked about, with nothing new: nothing to write.
+            guard newAuthId || !session.verificationPending else { return nil }
+            if newAuthId, let authId { session.seenAuthIds.append(authId) }
+            session.verificationPending = true
+            return []
+        }
+        guard let session = changed ?? found else { throw SessionError.notFound }
+        if changed != nil {
+            metrics.finishTaken()
+            verifications.kick(session.id)
+        }
+        return session
+    }
+
     // MARK: - endings
 
     /// Records Prove's answer for `session` (as the verifier read it). Does nothing if the session already ended.
@@ -285,9 +311,49 @@ final class SessionService: Sendable {
 
     /// Ends a session whose hold has passed. Does nothing before that or once it has ended.
     ///
+    /// A session that never landed asks Prove once first (`lastQuestion`): the customer may have tapped
+    /// with the redirect lost on the way. (The sweeper runs each expiry in a task of its own.)
+    func expire(sessionID: String) async throws {
+        if let session = try await store.session(id: sessionID), session.state == .waiting,
+            !session.verificationPending, session.isStarted, session.isPastHold(at: clock.now()),
+            lastQuestions.begin(sessionID)
+        {
+            return try await lastQuestion(session)
+        }
+        try await expireNow(sessionID: sessionID)
+    }
+
+    /// Asks `/v3/unify-status` once for a session that never landed, within `lastQuestionGrace` past its
+    /// hold: `true` ends it `verified` (a `result` with no `tapped` before it), anything else, or no
+    /// answer in time, `expired`.
+    private func lastQuestion(_ session: Session) async throws {
+        defer { lastQuestions.end(session.id) }
+        var verified = false
+        do {
+            let status = try await prove.unifyStatus(
+                UnifyStatusRequest(correlationId: session.correlationId, clientRequestId: session.clientRequestId),
+                deadline: deadline(for: session.expiresAt.addingTimeInterval(Self.lastQuestionGrace)))
+            if Outcome(proveSuccess: status.success) == .verified {
+                try await finish(session, result: SessionResult(status, outcome: .verified))
+                verified = true
+            }
+        } catch {
+            logger.info(
+                "No answer to the last question before expiry",
+                metadata: ["session": .string(session.id), "error": "\(error)"])
+        }
+        metrics.lastQuestion(verified: verified)
+        // Should this throw, the sweeper tries again later, without asking twice.
+        if !verified { try await expireNow(sessionID: session.id) }
+        lastQuestions.forget(session.id)
+    }
+
+    /// How long past the hold the last question may take.
+    static let lastQuestionGrace: TimeInterval = 5
+
     /// A tapped session whose result Prove did not deliver in time (Prove unreachable, or still
     /// `pending`) ends `failed`, with the last reason the verifier saw; an untapped one `expired`.
-    func expire(sessionID: String) async throws {
+    private func expireNow(sessionID: String) async throws {
         let problem = verifications.lastProblem(sessionID)
         let session = try await mutate(.id(sessionID)) { session, now in
             guard !session.state.isTerminal, session.isPastHold(at: now) else { return nil }

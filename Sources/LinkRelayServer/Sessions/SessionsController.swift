@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
 import LinkRelayCore
+import NIOCore
+import NIOHTTP1
 
 /// The server-to-server API: create, read and cancel sessions (`Authorization: Bearer <api key>`).
 final class SessionsController: Sendable {
@@ -11,9 +13,12 @@ final class SessionsController: Sendable {
     private let idempotencyScopes: [String]
     let publicURL: String
     let limits: RequestLimits
+    /// The channels' checks, which the finish hook shares when a page calls it with the channel token.
+    let gate: ChannelGate
 
-    init(service: SessionService, apiKeys: [String], publicURL: String, limits: RequestLimits) {
+    init(service: SessionService, apiKeys: [String], publicURL: String, limits: RequestLimits, gate: ChannelGate) {
         self.service = service
+        self.gate = gate
         self.apiKeys = apiKeys
         self.idempotencyScopes = apiKeys.map { key in
             SHA256.hash(data: Data(key.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined()
@@ -67,6 +72,59 @@ final class SessionsController: Sendable {
             let session = try await service.cancel(sessionID: id)
             let events = try await service.store.events(sessionID: id, after: 0)
             return .json(SessionView(session, events: events))
+        }
+    }
+
+    /// The largest finish body the relay reads (`{"redirectUrl":"…"}`).
+    static let maximumFinishBody = 2048
+
+    /// `POST /v1/sessions/{id}/finish` (API.md v1.1): by the backend with the API key, or by the page
+    /// or the app with the channel token (and `Origin` checked as for channels). An optional
+    /// `redirectUrl`, checked by the landing's rules, must be this session's link; its `authId` is
+    /// recorded. Answers 202 while the session is live, 200 once it has ended.
+    func finish(_ request: RelayRequest) throws -> Reply {
+        let id = String(request.parameters[0])
+        let byAPIKey = request.bearerToken.map { token in apiKeys.contains { Secrets.constantTimeEquals(token, $0) } }
+        let token = byAPIKey == true ? nil : request.queryItem("token") ?? request.bearerToken
+        if byAPIKey != true {
+            if let refused = gate.refusedOrigin(request.headers) { throw refused }
+            guard token != nil else { throw Problem.unauthorized("The API key or the channel token is required.") }
+        }
+        let headers: HTTPHeaders = byAPIKey == true ? [:] : gate.corsHeaders(request.headers.first(name: "Origin"))
+        guard limits.allowFinish(sessionID: id) else { throw LimitExceeded() }
+        let redirect = try Self.finishRedirect(request.body)
+        return .later { [service] in
+            guard let stored = try await service.store.session(id: id) else { throw SessionError.notFound }
+            if let token, !Secrets.constantTimeEquals(token, stored.channelToken) {
+                throw Problem.unauthorized("A valid channel token is required.")
+            }
+            if let redirect, redirect.linkKey != stored.linkKey {
+                throw Problem.badRequest("The redirectUrl is not this session's link.")
+            }
+            let session = try await service.finished(sessionID: id, authId: redirect?.parameters.authId)
+            return .json(
+                FinishedSession(sessionId: session.id, state: session.state),
+                status: session.state.isTerminal ? .ok : .accepted, headers: headers)
+        }
+    }
+
+    /// The finish body's redirect: none for an empty body; 400 for anything but `{"redirectUrl": URL}`
+    /// with a URL the landing would take; 413 over `maximumFinishBody`.
+    static func finishRedirect(_ body: ByteBuffer?) throws -> LandingRedirect? {
+        guard let body else {
+            throw Problem(
+                status: .payloadTooLarge, title: "Content Too Large",
+                detail: "The body may be at most \(maximumFinishBody) bytes.")
+        }
+        guard body.readableBytes > 0 else { return nil }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+            Set(object.keys).isSubset(of: ["redirectUrl"])
+        else { throw Problem.badRequest("The body is {\"redirectUrl\": \"…\"} or nothing.") }
+        guard let url = object["redirectUrl"] else { return nil }
+        guard let url = url as? String else { throw Problem.badRequest("redirectUrl must be a string.") }
+        switch LandingRedirect.parse(url) {
+        case .success(let redirect): return redirect
+        case .failure(let rejection): throw Problem.badRequest("redirectUrl is not a valid redirect: \(rejection).")
         }
     }
 
