@@ -75,6 +75,8 @@ public struct RelayConfiguration: Sendable {
     /// Where `/metrics` is served instead of the main listener (`--metrics-listen HOST:PORT`), for
     /// deployments that keep it off the public address.
     public var metricsListen: (host: String, port: Int)?
+    /// The apps whose Universal Links / App Links the relay's landings are (`--ios-app-id`, ...).
+    public var deepLinks = DeepLinks()
 
     /// The process's open-file limit minus 1,024 descriptors kept for everything else (the store,
     /// calls to Prove, the runtime's own). Without that room, a flood of connections took the last
@@ -103,6 +105,8 @@ public struct RelayConfiguration: Sendable {
             ("body-timeout", "LINKRELAY_BODY_TIMEOUT"), ("drain-delay", "LINKRELAY_DRAIN_DELAY"),
             ("limit-connections-per-address", "LINKRELAY_LIMIT_CONNECTIONS_PER_ADDRESS"),
             ("sandbox-public", "LINKRELAY_SANDBOX_PUBLIC"), ("metrics-listen", "LINKRELAY_METRICS_LISTEN"),
+            ("ios-app-id", "LINKRELAY_IOS_APP_IDS"), ("android-app", "LINKRELAY_ANDROID_APPS"),
+            ("app-store-url", "LINKRELAY_APP_STORE_URL"), ("play-store-url", "LINKRELAY_PLAY_STORE_URL"),
         ] + Limits.settings.map { ($0.flag, $0.env) }
 
     /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
@@ -230,6 +234,9 @@ public struct RelayConfiguration: Sendable {
             }
             config.metricsListen = (String(bare), number)
         }
+        config.deepLinks = try DeepLinks.resolve(
+            iosAppIDs: list("ios-app-id"), androidApps: list("android-app"), appStoreURL: value("app-store-url"),
+            playStoreURL: value("play-store-url"))
         config.sandboxPublic = try boolean(value("sandbox-public"), flag: "sandbox-public", default: false)
         if case .sandbox = config.prove, !config.sandboxPublic, !isLoopback(config.host) {
             throw ConfigurationError(

@@ -152,7 +152,7 @@ public func buildLinkRelay(
         landing: LandingController(
             service: service, pages: pages, limits: limits, repeatLandings: RepeatLandings(),
             confirmOnPhone: configuration.confirmOnPhone, integratorName: configuration.integratorName,
-            publicOrigin: RelayConfiguration.origin(of: configuration.publicURL)),
+            publicURL: configuration.publicURL, deepLinks: configuration.deepLinks),
         channels: channels,
         sessions: SessionsController(
             service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits,
@@ -161,7 +161,9 @@ public func buildLinkRelay(
         demo: sandbox.map {
             DemoController(service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL)
         },
-        sandbox: sandbox.map(SandboxController.init), metricsElsewhere: configuration.metricsListen != nil)
+        sandbox: sandbox.map(SandboxController.init), deepLinks: configuration.deepLinks,
+        publicPath: URLComponents(string: configuration.publicURL)?.path ?? "",
+        metricsElsewhere: configuration.metricsListen != nil)
     let channelServices = ChannelServices(
         hub: hub, store: store, clock: clock, metrics: metrics, writer: writer, securityEvents: securityEvents)
     func frontDoorServices(_ routes: Routes) -> FrontDoor.Services {

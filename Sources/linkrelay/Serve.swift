@@ -78,11 +78,24 @@ struct Serve: AsyncParsableCommand {
     var sandboxPublic: String?
     @Option(help: "HOST:PORT where /metrics is served instead of the main listener (LINKRELAY_METRICS_LISTEN).")
     var metricsListen: String?
+    @Option(
+        help:
+            "TEAMID.BUNDLEID of an iOS app whose Universal Links the landings are; repeatable (LINKRELAY_IOS_APP_IDS).")
+    var iosAppId: [String] = []
+    @Option(
+        help: "PACKAGE=SHA256 of an Android app whose App Links the landings are; repeatable (LINKRELAY_ANDROID_APPS).")
+    var androidApp: [String] = []
+    @Option(help: "The iOS app's App Store URL, shown on the landing page (LINKRELAY_APP_STORE_URL).")
+    var appStoreUrl: String?
+    @Option(help: "The Android app's Play Store URL, shown on the landing page (LINKRELAY_PLAY_STORE_URL).")
+    var playStoreUrl: String?
+    @Option(help: "Finish calls per session per minute (LINKRELAY_LIMIT_FINISH_PER_SESSION, default 10).")
+    var limitFinishPerSession: String?
 
     func run() async throws {
         var flags: [String: [String]] = [
             "api-key": apiKey, "allowed-origin": allowedOrigin, "trusted-proxy": trustedProxy,
-            "sandbox-fault": sandboxFault,
+            "sandbox-fault": sandboxFault, "ios-app-id": iosAppId, "android-app": androidApp,
         ]
         for (name, value) in [
             ("host", host), ("port", port), ("public-url", publicURL), ("store", store), ("hold", hold),
@@ -95,7 +108,8 @@ struct Serve: AsyncParsableCommand {
             ("malloc-tuning", mallocTuning), ("log-time", logTime),
             ("limit-connections-per-address", limitConnectionsPerAddress), ("header-timeout", headerTimeout),
             ("body-timeout", bodyTimeout), ("drain-delay", drainDelay), ("sandbox-public", sandboxPublic),
-            ("metrics-listen", metricsListen),
+            ("metrics-listen", metricsListen), ("app-store-url", appStoreUrl), ("play-store-url", playStoreUrl),
+            ("limit-finish-per-session", limitFinishPerSession),
         ] {
             if let value { flags[name] = [value] }
         }

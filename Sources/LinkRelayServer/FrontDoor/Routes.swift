@@ -1,4 +1,5 @@
 import LinkRelayCore
+import NIOCore
 import NIOHTTP1
 import ProveSandbox
 
@@ -11,8 +12,10 @@ struct Routes: Sendable {
     init(
         landing: LandingController, channels: ChannelsController, sessions: SessionsController,
         operations: OpsController, pages: Pages, demo: DemoController?, sandbox: SandboxController?,
-        metricsElsewhere: Bool = false
+        deepLinks: DeepLinks = DeepLinks(), publicPath: String = "", metricsElsewhere: Bool = false
     ) {
+        let apple = deepLinks.appleAssociation(publicPath: publicPath)
+        let android = deepLinks.androidAssociation()
         let form = LandingController.maximumFormSize
         var all: [Route] = [
             // The phone: the Instant Link's redirect lands here (the hot path, first).
@@ -37,6 +40,9 @@ struct Routes: Sendable {
             Route(.HEAD, "/healthz", operations.health),
             Route(.GET, "/readyz", operations.readiness),
             Route(.HEAD, "/readyz", operations.readiness),
+            // The apps' association files (API.md v1.1 "Deep links"): 404 until an app is configured.
+            Route(.GET, "/.well-known/apple-app-site-association") { _ in try Self.association(apple) },
+            Route(.GET, "/.well-known/assetlinks.json") { _ in try Self.association(android) },
             // The pages' style sheet.
             Route(.GET, "/assets/relay.css") { _ in
                 .now(.asset(pages.stylesheet, contentType: "text/css; charset=utf-8"))
@@ -72,6 +78,12 @@ struct Routes: Sendable {
             Route(.GET, "/metrics", operations.metrics), Route(.GET, "/healthz", operations.health),
             Route(.GET, "/readyz", operations.readiness),
         ]
+    }
+
+    /// An association file as Apple and Google fetch it: 200, JSON, no redirect.
+    private static func association(_ bytes: [UInt8]?) throws -> Reply {
+        guard let bytes else { throw Problem.notFound("No app is configured.") }
+        return .now(Answer(status: .ok, headers: ["Content-Type": "application/json"], body: ByteBuffer(bytes: bytes)))
     }
 
     /// The first route for `method` and `path`, with what its pattern captured.

@@ -14,11 +14,13 @@ final class LandingController: Sendable {
     let repeatLandings: RepeatLandings
     let confirmOnPhone: Bool
     let integratorName: String
+    let publicURL: String
     let publicOrigin: String
+    let deepLinks: DeepLinks
 
     init(
         service: SessionService, pages: Pages, limits: RequestLimits, repeatLandings: RepeatLandings,
-        confirmOnPhone: Bool, integratorName: String, publicOrigin: String
+        confirmOnPhone: Bool, integratorName: String, publicURL: String, deepLinks: DeepLinks = DeepLinks()
     ) {
         self.service = service
         self.pages = pages
@@ -26,7 +28,9 @@ final class LandingController: Sendable {
         self.repeatLandings = repeatLandings
         self.confirmOnPhone = confirmOnPhone
         self.integratorName = integratorName
-        self.publicOrigin = publicOrigin
+        self.publicURL = publicURL
+        self.publicOrigin = RelayConfiguration.origin(of: publicURL)
+        self.deepLinks = deepLinks
     }
 
     /// The largest confirm form the relay reads (`choice=confirm`).
@@ -121,9 +125,13 @@ final class LandingController: Sendable {
     {
         let metrics = service.metrics
         switch result {
-        case .accepted:
+        case .accepted(let session):
             if get, !confirmOnPhone { metrics.landingAccepted() }
-            return pages.page("landing")
+            // With an app, the page offers it: the landing's own URL is the app's link.
+            guard deepLinks.hasApp else { return pages.page("landing") }
+            return pages.page(
+                "landing",
+                deepLinks.pageValues(landingURL: publicURL + Self.landingPath(session.linkKey, parameters)))
         case .awaitingConfirmation(let session):
             return pages.page("confirm", confirmValues(session, parameters))
         case .finalPage(let session):
