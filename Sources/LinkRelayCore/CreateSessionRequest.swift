@@ -18,6 +18,8 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
     public var smsMessage: String?
     public var rebind: Bool?
     public var holdSeconds: Int?
+    /// `desktop` when not given.
+    public var possessionType: PossessionType?
 
     public init(
         phoneNumber: String, clientRequestId: String? = nil, clientCustomerId: String? = nil,
@@ -69,7 +71,7 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
         "deviceId", "smsMessage",
     ]
     private static let boolFields = ["checkReputation", "allowOTPRetry", "rebind"]
-    private static let knownFields = Set(stringFields + boolFields + ["holdSeconds"])
+    private static let knownFields = Set(stringFields + boolFields + ["holdSeconds", "possessionType"])
 
     /// Decodes and validates a request body: every invalid field is named, not just the first.
     public static func validate(_ data: Data, maximumHold: Int) -> Result<CreateSessionRequest, Rejection> {
@@ -144,6 +146,13 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
                 request.holdSeconds = Int(number)
             } else {
                 errors.append(.init(field: "holdSeconds", message: "must be whole seconds from 1 to \(maximumHold)"))
+            }
+        }
+        if let value = object["possessionType"], value != .null {
+            if case .string(let text) = value, let type = PossessionType(rawValue: text) {
+                request.possessionType = type
+            } else {
+                errors.append(.init(field: "possessionType", message: "must be desktop, mobile or none"))
             }
         }
         guard errors.isEmpty else { return .failure(.invalid(errors)) }

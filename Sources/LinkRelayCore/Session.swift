@@ -30,6 +30,10 @@ public struct Session: Codable, Sendable, Equatable {
     /// A landing asked for the result and the verifier has not delivered it yet.
     public var verificationPending: Bool
     public var result: SessionResult?
+    /// Nil for `desktop` (and for sessions stored before there were others).
+    public var possessionType: PossessionType?
+
+    public var possession: PossessionType { possessionType ?? .desktop }
 
     public init(
         id: String, linkKey: String, channelToken: String, createdAt: Date, expiresAt: Date,

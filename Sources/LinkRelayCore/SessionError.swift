@@ -10,4 +10,7 @@ public enum SessionError: Error, Sendable, Equatable {
     case idempotencyKeyReused
     /// Another instance is still making the session of this Idempotency-Key: the client retries.
     case idempotencyKeyInProgress
+    /// A bind on a session whose outcome is not `possession_required`, bound already, or past Prove's
+    /// 15-minute flow (409).
+    case bindNotAllowed
 }

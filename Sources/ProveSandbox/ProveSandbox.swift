@@ -223,7 +223,11 @@ public actor ProveSandbox {
         switch (request.possessionType, user.kind) {
         case ("none", _): state = .possessionRequired
         case (_, .shortTerm): state = .passed
-        case ("desktop", .possession): state = .pending
+        // A mobile flow with a finalTargetUrl gets the Instant Link as its client SDK's fallback would
+        // send it: the simulator has no SDK on a phone.
+        case ("desktop", .possession),
+            ("mobile", .possession) where request.finalTargetUrl != nil:
+            state = .pending
         default: state = .awaitingClientSDK
         }
         unifyFlows[correlationId] = UnifyFlow(
@@ -271,9 +275,9 @@ public actor ProveSandbox {
         case .possessionRequired where matches:
             flow.state = .passed
             unifyFlows[request.correlationId] = flow
-            return .ok(statusResponse(flow, clientRequestId: request.clientRequestId))
+            return .ok(boundResponse(flow, clientRequestId: request.clientRequestId))
         case .passed where matches && flow.possessionType == "none":
-            return .ok(statusResponse(flow, clientRequestId: request.clientRequestId))
+            return .ok(boundResponse(flow, clientRequestId: request.clientRequestId))
         default:
             return .ok(
                 UnifyStatusResponse(
@@ -282,6 +286,13 @@ public actor ProveSandbox {
                 )
             )
         }
+    }
+
+    /// A bind's answer: the flow's status, with the Prove Key of the test user's device as `deviceId`.
+    private func boundResponse(_ flow: UnifyFlow, clientRequestId: String?) -> UnifyStatusResponse {
+        var response = statusResponse(flow, clientRequestId: clientRequestId)
+        response.deviceId = "sandbox-device-" + flow.user.proveId
+        return response
     }
 
     private func statusResponse(_ flow: UnifyFlow, clientRequestId: String?) -> UnifyStatusResponse {

@@ -73,6 +73,10 @@ final class ErrorMapping: Sendable {
                 detail: "This Idempotency-Key was used with a different request body.")
         case .idempotencyKeyInProgress: .conflict("A request with this Idempotency-Key is in progress; retry it.")
         case .expired: Problem(status: .gone, title: "Gone", detail: "The session's hold has passed.")
+        case .bindNotAllowed:
+            .conflict(
+                "A bind is allowed once, on a session whose outcome is possession_required, within 15 minutes of its creation."
+            )
         }
     }
 

@@ -35,6 +35,8 @@ struct Routes: Sendable {
             // The client SDK's finish (AuthFinish, finishInstantLink), from a page, an app or the backend.
             Route(.POST, "/v1/sessions/{id}/finish", body: SessionsController.maximumFinishBody, sessions.finish),
             Route(.OPTIONS, "/v1/sessions/{id}/finish", channels.preflight),
+            // Customer-supplied possession: the integrator's own check passed (possessionType none).
+            Route(.POST, "/v1/sessions/{id}/bind", body: 256, sessions.bind),
             // Operators.
             Route(.GET, "/healthz", operations.health),
             Route(.HEAD, "/healthz", operations.health),

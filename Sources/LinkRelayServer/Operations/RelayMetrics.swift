@@ -22,6 +22,7 @@ public final class RelayMetrics: ProveCallObserver {
     private let securityEvents = Locked<[String: Counter]>([:])
     private let lastQuestions: [Bool: Counter]
     private let finishes: Counter
+    private let binds: [Bool: Counter]
 
     public init() {
         sessionsCreated = registry.makeCounter(
@@ -87,6 +88,15 @@ public final class RelayMetrics: ProveCallObserver {
                 labels: [("outcome", label)])
         }
         self.lastQuestions = lastQuestions
+        var binds: [Bool: Counter] = [:]
+        for (success, label) in [(true, "bound"), (false, "refused")] {
+            binds[success] = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_binds_total", unitName: "",
+                    helpText: "Binds (POST /v1/sessions/{id}/bind) Prove answered, by its success"),
+                labels: [("outcome", label)])
+        }
+        self.binds = binds
         finishes = registry.makeCounter(
             descriptor: .init(
                 metricName: "linkrelay_finishes_total", unitName: "",
@@ -115,6 +125,7 @@ public final class RelayMetrics: ProveCallObserver {
 
     func lastQuestion(verified: Bool) { lastQuestions[verified]?.increment() }
     func finishTaken() { finishes.increment() }
+    func bound(success: Bool) { binds[success]?.increment() }
 
     func landingAccepted() { landingsAccepted.increment() }
     func landingRepeated() { landingsRepeated.increment() }

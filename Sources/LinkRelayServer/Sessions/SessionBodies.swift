@@ -17,6 +17,7 @@ struct CreatedSession: Encodable {
     var finalTargetUrl: String
     var authToken: String?
     var correlationId: String
+    var possessionType: PossessionType
     var channel: Channel
 
     init(_ session: Session, publicURL: String) {
@@ -30,6 +31,7 @@ struct CreatedSession: Encodable {
         finalTargetUrl = session.finalTargetUrl
         authToken = session.authToken
         correlationId = session.correlationId
+        possessionType = session.possession
         channel = Channel(
             token: session.channelToken, websocket: websocketBase + "/v1/sessions/" + session.id + "/ws",
             events: base + "/events", poll: base + "/poll")
@@ -43,6 +45,7 @@ struct SessionView: Encodable {
     var createdAt: Date
     var expiresAt: Date
     var tappedAt: Date?
+    var possessionType: PossessionType
     var result: SessionResult?
     var events: [SessionEvent]
 
@@ -52,6 +55,7 @@ struct SessionView: Encodable {
         createdAt = session.createdAt
         expiresAt = session.expiresAt
         tappedAt = session.tappedAt
+        possessionType = session.possession
         result = session.result
         self.events = events
     }
@@ -61,4 +65,19 @@ struct SessionView: Encodable {
 struct FinishedSession: Encodable {
     var sessionId: String
     var state: SessionState
+}
+
+/// `POST /v1/sessions/{id}/bind`'s answer: Prove's, as `result.binding` keeps it.
+struct BindingView: Encodable {
+    var success: Bool
+    var phoneNumber: String
+    var deviceId: String?
+    var evaluation: [String: SessionResult.Evaluation]?
+
+    init(_ binding: SessionResult.Binding) {
+        success = binding.success
+        phoneNumber = binding.phoneNumber
+        deviceId = binding.deviceId
+        evaluation = binding.evaluation
+    }
 }

@@ -18,6 +18,8 @@ final class SessionService: Sendable {
     let expiries: ExpiryQueue
     let lastQuestions = LastQuestions()
     private let inFlightCreates = Locked<[String: Task<Session, any Error>]>([:])
+    /// Binds under way on this instance: one at a time per session.
+    private let binds = Locked<Set<String>>([])
 
     init(
         store: any SessionStore, bus: any EventBus, prove: any ProveClient, clock: any RelayClock,
@@ -110,11 +112,13 @@ final class SessionService: Sendable {
             correlationId: "", authToken: nil, clientRequestId: clientRequestId,
             phoneNumber: request.phoneNumber, finalTargetUrl: finalTargetUrl, idempotencyKey: idempotencyKey,
             requestFingerprint: request.fingerprint, desktopIPAddress: request.ipAddress)
+        session.possessionType = request.possessionType
         let event = session.record(.waiting(expiresAt: expiresAt), at: now)
         try await store.insert(session, event: event)
 
         let unify = UnifyRequest(
-            possessionType: "desktop", clientRequestId: clientRequestId, phoneNumber: request.phoneNumber,
+            possessionType: request.possessionType?.rawValue ?? "desktop", clientRequestId: clientRequestId,
+            phoneNumber: request.phoneNumber,
             finalTargetUrl: finalTargetUrl, smsMessage: request.smsMessage, allowOTPRetry: request.allowOTPRetry,
             checkReputation: request.checkReputation, clientCustomerId: request.clientCustomerId,
             clientHumanId: request.clientHumanId, deviceId: request.deviceId, emailAddress: request.emailAddress,
@@ -137,6 +141,8 @@ final class SessionService: Sendable {
         let started = session.version
         session.correlationId = response.correlationId
         session.authToken = response.authToken
+        // No link for `none`: Prove knows the outcome now; the verifier asks at once.
+        session.verificationPending = session.possession == .none
         session.version = started + 1
         do {
             guard try await store.update(session, expectedVersion: started, appending: []) else {
@@ -149,6 +155,7 @@ final class SessionService: Sendable {
         }
         bus.publish(sessionID: id, events: [event])
         expiries.schedule(sessionID: id, at: expiresAt)
+        if session.verificationPending { verifications.kick(id) }
         metrics.sessionsCreated.increment()
         log.info("Session created", metadata: ["correlation": .string(response.correlationId), "hold": "\(hold)"])
         return session
@@ -165,6 +172,7 @@ final class SessionService: Sendable {
                     _ = try await mutate(.id(id)) { session, _ in
                         session.correlationId = response.correlationId
                         session.authToken = response.authToken
+                        if session.possession == .none { session.verificationPending = true }
                         return []
                     }
                     logger.notice("A started flow is stored after all", metadata: ["session": .string(id)])
@@ -289,6 +297,45 @@ final class SessionService: Sendable {
             verifications.kick(session.id)
         }
         return session
+    }
+
+    // MARK: - bind
+
+    /// Prove's flow lifetime: a bind after it is refused (API.md v1.1).
+    static let bindWindow: TimeInterval = 15 * 60
+
+    /// `POST /v1/sessions/{id}/bind`: once the integrator's own possession check passed on a
+    /// `possession_required` session, asks `/v3/unify-bind` and keeps Prove's answer as
+    /// `result.binding`. Allowed once, within `bindWindow` of the creation: else `alreadyEnded` (409).
+    /// No channel event.
+    func bind(sessionID: String, phoneNumber: String?) async throws -> SessionResult.Binding {
+        guard let session = try await store.session(id: sessionID) else { throw SessionError.notFound }
+        guard session.result?.outcome == .possessionRequired, session.result?.binding == nil,
+            clock.now() < session.createdAt.addingTimeInterval(Self.bindWindow),
+            binds.withLock({ $0.insert(sessionID).inserted })
+        else { throw SessionError.bindNotAllowed }
+        defer { _ = binds.withLock { $0.remove(sessionID) } }
+        let phone = phoneNumber ?? session.phoneNumber
+        let answer = try await prove.unifyBind(
+            UnifyBindRequest(
+                correlationId: session.correlationId, phoneNumber: phone, clientRequestId: session.clientRequestId),
+            deadline: .now + .seconds(10))
+        let binding = SessionResult.Binding(
+            success: answer.success == "true", phoneNumber: answer.phoneNumber ?? phone, deviceId: answer.deviceId,
+            evaluation: answer.evaluation?.mapValues { .init(result: $0.result, failureReasons: $0.failureReasons) },
+            at: clock.now())
+        var kept = false
+        _ = try await mutate(.id(sessionID)) { session, _ in
+            guard session.result?.binding == nil else { return nil }
+            session.result?.binding = binding
+            kept = true
+            return []
+        }
+        guard kept else { throw SessionError.bindNotAllowed }
+        metrics.bound(success: binding.success)
+        logger.info(
+            "Session bound", metadata: ["session": .string(sessionID), "success": "\(binding.success)"])
+        return binding
     }
 
     // MARK: - endings

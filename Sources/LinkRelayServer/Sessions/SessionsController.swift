@@ -128,6 +128,30 @@ final class SessionsController: Sendable {
         }
     }
 
+    /// `POST /v1/sessions/{id}/bind` (API key), body `{"phoneNumber"?}` (the session's when absent).
+    func bind(_ request: RelayRequest) throws -> Reply {
+        try authorize(request)
+        let id = String(request.parameters[0])
+        guard let body = request.body else {
+            throw Problem(status: .payloadTooLarge, title: "Content Too Large", detail: "The body is too large.")
+        }
+        var phoneNumber: String?
+        if body.readableBytes > 0 {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+                Set(object.keys).isSubset(of: ["phoneNumber"])
+            else { throw Problem.badRequest("The body is {\"phoneNumber\": \"…\"} or nothing.") }
+            if let value = object["phoneNumber"] {
+                guard let phone = value as? String, (1...20).contains(phone.count),
+                    phone.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "+") })
+                else { throw Problem.badRequest("phoneNumber must be 1 to 20 digits (and +).") }
+                phoneNumber = phone
+            }
+        }
+        return .later { [service, phoneNumber] in
+            .json(BindingView(try await service.bind(sessionID: id, phoneNumber: phoneNumber)))
+        }
+    }
+
     /// The index of the API key the request carries; every key is compared, in constant time.
     @discardableResult
     private func authorize(_ request: RelayRequest) throws -> Int {

@@ -31,11 +31,23 @@ extension Session {
         json.add("seenAuthIds", seenAuthIds)
         json.add("verificationPending", verificationPending)
         json.add("result", object: result?.storedJSON)
+        json.add("possessionType", possessionType?.rawValue)
         return json.finish()
     }
 }
 
 extension SessionResult {
+    static func storedJSON(_ evaluation: [String: Evaluation]) -> [UInt8] {
+        var object = JSONObjectWriter()
+        for (name, value) in evaluation.sorted(by: { $0.key < $1.key }) {
+            var entry = JSONObjectWriter(capacity: 64)
+            entry.add("result", value.result)
+            entry.add("failureReasons", value.failureReasons)
+            object.add(name, object: entry.finish())
+        }
+        return object.finish()
+    }
+
     var storedJSON: [UInt8] {
         var json = JSONObjectWriter(capacity: 512)
         json.add("outcome", outcome.rawValue)
@@ -45,17 +57,17 @@ extension SessionResult {
         json.add("deviceId", deviceId)
         json.add("clientHumanId", clientHumanId)
         json.add("clientRequestId", clientRequestId)
-        if let evaluation {
-            var object = JSONObjectWriter()
-            for (name, value) in evaluation.sorted(by: { $0.key < $1.key }) {
-                var entry = JSONObjectWriter(capacity: 64)
-                entry.add("result", value.result)
-                entry.add("failureReasons", value.failureReasons)
-                object.add(name, object: entry.finish())
-            }
-            json.add("evaluation", object: object.finish())
-        }
+        if let evaluation { json.add("evaluation", object: Self.storedJSON(evaluation)) }
         json.add("reason", reason)
+        if let binding {
+            var object = JSONObjectWriter(capacity: 256)
+            object.add("success", binding.success)
+            object.add("phoneNumber", binding.phoneNumber)
+            object.add("deviceId", binding.deviceId)
+            if let evaluation = binding.evaluation { object.add("evaluation", object: Self.storedJSON(evaluation)) }
+            object.add("at", secondsSinceReferenceDate: binding.at)
+            json.add("binding", object: object.finish())
+        }
         return json.finish()
     }
 }
