@@ -81,4 +81,32 @@
     };
   }
   connect();
+
+  // What Prove's client SDK would do on a real page: resend the link, take another number, and report
+  // AuthFinish. The demo stands in for the SDK with the sandbox's own routes; a real page calls Prove's
+  // Web SDK for the first two, and the relay's finish hook for the third, exactly as here.
+  const note = document.getElementById("sdk-note");
+  async function act(label, url, body) {
+    const response = await fetch(url, {
+      method: "POST", headers: { Authorization: "Bearer " + token, "Content-Type": "application/json" },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    note.textContent = label + ": " + (response.ok ? "done" : "refused (" + response.status + ")");
+    return response.ok;
+  }
+  const phone = root.dataset.phone;
+  let current = phone;
+  document.getElementById("resend").addEventListener("click", () =>
+    act("Resend", "/sandbox/resend?phoneNumber=" + encodeURIComponent(current)));
+  document.getElementById("change").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const to = document.getElementById("to").value.trim();
+    if (await act("Another number", "/sandbox/change-number", { from: current, to: to })) {
+      current = to;
+      document.getElementById("phone").textContent = to;
+      document.getElementById("phone-page").href = "/sandbox/phone?phoneNumber=" + encodeURIComponent(to);
+    }
+  });
+  document.getElementById("finish").addEventListener("click", () =>
+    act("Finish", root.dataset.finish));
 })();

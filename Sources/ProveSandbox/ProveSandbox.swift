@@ -36,8 +36,22 @@ public actor ProveSandbox {
         var clientHumanId: String?
         var createdAt: Date
         var state: UnifyState
-        var authId: String?
+        /// The SMS text as the integrator asked for it (`####` where the link goes).
+        var smsMessage: String?
+        /// Instant Link SMS sent, and phone numbers used, for the client SDK's resend and number
+        /// change: at most `maximumSends` and `maximumNumbers`, the first included (Prove's docs).
+        var sends = 0
+        var numbers = 1
     }
+
+    /// A link in an SMS: its flow, and the `authId` its redirect carries (each send has its own).
+    struct LinkTarget: Sendable {
+        let correlationId: String
+        let authId: String
+    }
+
+    public static let maximumSends = 3
+    public static let maximumNumbers = 3
 
     struct PrefillFlow: Sendable {
         var user: PrefillTestUser
@@ -55,8 +69,8 @@ public actor ProveSandbox {
     private var tokens: [String: Date] = [:]
     private var unifyFlows: [String: UnifyFlow] = [:]
     private var prefillFlows: [String: PrefillFlow] = [:]
-    /// Instant Link id → correlationId.
-    private var links: [String: String] = [:]
+    /// Instant Link id → its flow and authId.
+    private var links: [String: LinkTarget] = [:]
     private var messages: [SandboxOutboxMessage] = []
     private var lastPurge = Date.distantPast
     private var callCounts: [String: Int] = [:]
@@ -238,20 +252,73 @@ public actor ProveSandbox {
             clientRequestId: request.clientRequestId,
             clientHumanId: request.clientHumanId,
             createdAt: now(),
-            state: state
+            state: state,
+            smsMessage: request.smsMessage
         )
-        if state == .pending {
-            let linkId = Self.randomBase64URL(bytes: 16)
-            links[linkId] = correlationId
-            let link = "\(publicBaseURL)/sandbox/link/\(linkId)"
-            let template = request.smsMessage ?? Self.defaultInstantLinkText
-            let text =
-                template.contains("####")
-                ? template.replacingOccurrences(of: "####", with: link) : "\(template) \(link)"
-            messages.append(.init(phoneNumber: phoneNumber, text: text, link: link, sentAt: now()))
-            pruneOutbox()
-        }
+        if state == .pending { sendLink(correlationId) }
         return .ok(UnifyResponse(success: "pending", correlationId: correlationId, authToken: Self.makeJWT()))
+    }
+
+    /// Sends the flow's Instant Link to its phone number: a new link, with an `authId` of its own.
+    private func sendLink(_ correlationId: String) {
+        guard var flow = unifyFlows[correlationId] else { return }
+        flow.sends += 1
+        unifyFlows[correlationId] = flow
+        let linkId = Self.randomBase64URL(bytes: 16)
+        links[linkId] = LinkTarget(correlationId: correlationId, authId: UUID().uuidString.lowercased())
+        let link = "\(publicBaseURL)/sandbox/link/\(linkId)"
+        let template = flow.smsMessage ?? Self.defaultInstantLinkText
+        let text =
+            template.contains("####") ? template.replacingOccurrences(of: "####", with: link) : "\(template) \(link)"
+        messages.append(.init(phoneNumber: flow.phoneNumber, text: text, link: link, sentAt: now()))
+        pruneOutbox()
+    }
+
+    /// The newest live flow sent to `phoneNumber` that still waits for its tap.
+    private func newestPendingFlow(phoneNumber: String) -> String? {
+        unifyFlows.filter {
+            $0.value.phoneNumber == phoneNumber && $0.value.state == .pending && liveUnifyFlow($0.key) != nil
+        }.max { $0.value.createdAt < $1.value.createdAt }?.key
+    }
+
+    /// `POST /sandbox/resend?phoneNumber=N`: the client SDK's resend, a new SMS for the newest flow.
+    func resend(phoneNumber: String?) -> SandboxReply {
+        count("resend")
+        guard let phoneNumber, let correlationId = newestPendingFlow(phoneNumber: phoneNumber) else {
+            return .error(404, 8008, "no flow waits for a tap on this phone number")
+        }
+        guard let flow = unifyFlows[correlationId], flow.sends < Self.maximumSends else {
+            return .error(429, 8013, "at most \(Self.maximumSends) sends per flow, the first included")
+        }
+        sendLink(correlationId)
+        return .noContent
+    }
+
+    /// `POST /sandbox/change-number` `{"from","to"}`: the client SDK's number change; the newest flow on
+    /// `from` moves to the test user of `to`, and its link is sent there.
+    func changeNumber(body: [UInt8]?) -> SandboxReply {
+        count("change-number")
+        struct Change: Decodable {
+            var from: String
+            var to: String
+        }
+        guard let body else { return .error(400, 8001, "request body is too large") }
+        return decode(Change.self, body) { change in
+            guard let correlationId = newestPendingFlow(phoneNumber: change.from), var flow = unifyFlows[correlationId]
+            else { return .error(404, 8008, "no flow waits for a tap on this phone number") }
+            guard let user = UnifyTestUser.find(phoneNumber: change.to) else {
+                return .error(400, 8007, "no test user found matching the phone number")
+            }
+            guard flow.numbers < Self.maximumNumbers, flow.sends < Self.maximumSends else {
+                return .error(429, 8013, "at most \(Self.maximumNumbers) numbers per flow, the first included")
+            }
+            flow.user = user
+            flow.phoneNumber = change.to
+            flow.numbers += 1
+            unifyFlows[correlationId] = flow
+            sendLink(correlationId)
+            return .noContent
+        }
     }
 
     func unifyStatus(_ request: UnifyStatusRequest) -> SandboxAnswer<UnifyStatusResponse> {
@@ -334,15 +401,13 @@ public actor ProveSandbox {
     /// browser loses the redirect (the customer tapped; the relay never hears of it).
     func openLink(id: String, decline: Bool, redirect: Bool = true) -> SandboxReply {
         count("link")
-        guard let correlationId = links[id], var flow = liveUnifyFlow(correlationId),
-            let target = flow.finalTargetUrl
+        guard let link = links[id], var flow = liveUnifyFlow(link.correlationId), let target = flow.finalTargetUrl
         else {
             return .html(404, "<!doctype html><title>Link not found</title><p>This link is invalid or has expired.</p>")
         }
         if flow.state == .pending { flow.state = decline ? .failed : .passed }
-        let authId = flow.authId ?? UUID().uuidString.lowercased()
-        flow.authId = authId
-        unifyFlows[correlationId] = flow
+        let authId = link.authId
+        unifyFlows[link.correlationId] = flow
         let asc = flow.state == .passed
         guard redirect else {
             return .html(200, "<!doctype html><title>Verified</title><p>Thank you. You can close this page.</p>")
@@ -503,7 +568,7 @@ public actor ProveSandbox {
         let cutoff = now.addingTimeInterval(-Self.flowLifetime)
         unifyFlows = unifyFlows.filter { $0.value.createdAt > cutoff }
         prefillFlows = prefillFlows.filter { $0.value.createdAt > cutoff }
-        links = links.filter { unifyFlows[$0.value] != nil }
+        links = links.filter { unifyFlows[$0.value.correlationId] != nil }
     }
 
     private func decode<T: Decodable>(_ type: T.Type, _ body: [UInt8], then handler: (T) -> SandboxReply)

@@ -19,6 +19,10 @@ enum SandboxRoute: Sendable, Equatable {
     /// `GET /sandbox/link/{id}`: the Instant Link page; `?decline=1` declines, `?redirect=0` answers a
     /// page instead of the redirect (a lost redirect).
     case link(id: String)
+    /// `POST /sandbox/resend?phoneNumber=N`: the client SDK's resend.
+    case resend
+    /// `POST /sandbox/change-number` `{"from","to"}`: the client SDK's number change.
+    case changeNumber
     /// `GET /sandbox/faults`
     case faults
     /// `PUT /sandbox/faults/{endpoint}`
@@ -38,6 +42,8 @@ enum SandboxRoute: Sendable, Equatable {
             self = .api(endpoint)
         case ("GET", ["outbox"]): self = .outbox
         case ("GET", let rest) where rest.count == 2 && rest[0] == "link" && !rest[1].isEmpty: self = .link(id: rest[1])
+        case ("POST", ["resend"]): self = .resend
+        case ("POST", ["change-number"]): self = .changeNumber
         case ("GET", ["faults"]): self = .faults
         case ("PUT", let rest) where rest.count == 2 && rest[0] == "faults" && !rest[1].isEmpty:
             self = .setFault(endpoint: rest[1])
@@ -86,6 +92,10 @@ extension ProveSandbox {
         case .link(let id):
             return .reply(
                 await openLink(id: id, decline: fields["decline"] == "1", redirect: fields["redirect"] != "0"))
+        case .resend:
+            return .reply(await resend(phoneNumber: fields["phoneNumber"]?.replacingOccurrences(of: " ", with: "+")))
+        case .changeNumber:
+            return .reply(await changeNumber(body: await body()))
         case .faults:
             return .reply(await faultListReply())
         case .setFault(let endpoint):

@@ -46,6 +46,7 @@ final class DemoController: Sendable {
                         "expiresAt": ISO8601Milliseconds.string(session.expiresAt),
                         "holdSeconds": Int(session.expiresAt.timeIntervalSince(session.createdAt)),
                         "phonePage": "/sandbox/phone?phoneNumber=" + phoneNumber,
+                        "finish": publicURL + "/v1/sessions/" + session.id + "/finish",
                     ],
                     extraCSP: "; script-src 'self'; connect-src 'self' \(websocketOrigin)")
             } catch {
@@ -66,11 +67,46 @@ final class DemoController: Sendable {
             let items: [[String: Any]] = messages.reversed().map { message in
                 [
                     "phoneNumber": Secrets.maskedPhone(message.phoneNumber), "text": message.text,
-                    "link": message.link, "decline": message.link + "?decline=1",
+                    "link": message.link, "decline": message.link + "?decline=1", "lost": message.link + "?redirect=0",
                     "sentAt": ISO8601Milliseconds.string(message.sentAt),
                 ]
             }
             return pages.page("sandbox-phone", ["phoneNumber": phoneNumber, "messages": items, "empty": items.isEmpty])
         }
+    }
+
+    /// `POST /demo/resend` (form `phoneNumber`) from the sandbox phone page: the client SDK's resend, through
+    /// the sandbox, then back to the phone page.
+    func resend(_ request: RelayRequest) -> Reply {
+        let phone = request.body.flatMap { FormFields.first("phoneNumber", in: String(buffer: $0)[...]) } ?? ""
+        return .later { [sandbox] in
+            _ = await sandbox.respond(
+                method: "POST", path: "/sandbox/resend",
+                query: "phoneNumber=" + (phone.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""),
+                authorization: nil, body: { [] }, hold: { _ in })
+            return Self.backToPhone(phone)
+        }
+    }
+
+    /// `POST /demo/change-number` (form `from`, `to`): the client SDK's number change, through the sandbox.
+    func changeNumber(_ request: RelayRequest) -> Reply {
+        let form = request.body.map { String(buffer: $0)[...] } ?? ""
+        let from = FormFields.first("from", in: form) ?? ""
+        let to = FormFields.first("to", in: form)?.trimmingCharacters(in: .whitespaces) ?? ""
+        return .later { [sandbox] in
+            let body = Array(RelayJSON.encode(["from": from, "to": to]))
+            let answer = await sandbox.respond(
+                method: "POST", path: "/sandbox/change-number", query: nil, authorization: nil, body: { body },
+                hold: { _ in })
+            guard case .reply(let reply) = answer, reply.status == 204 else { return Self.backToPhone(from) }
+            return Self.backToPhone(to)
+        }
+    }
+
+    private static func backToPhone(_ phone: String) -> Answer {
+        let query = phone.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        return Answer(
+            status: .seeOther,
+            headers: ["Location": "/sandbox/phone?phoneNumber=" + query, "Cache-Control": "no-store"])
     }
 }

@@ -57,6 +57,8 @@ struct Routes: Sendable {
                 Route(.GET, "/", .person, demo.home),
                 Route(.POST, "/demo", .person, body: DemoController.maximumFormSize, demo.start),
                 Route(.GET, "/sandbox/phone", .person, demo.phone),
+                Route(.POST, "/demo/resend", .person, body: DemoController.maximumFormSize, demo.resend),
+                Route(.POST, "/demo/change-number", .person, body: DemoController.maximumFormSize, demo.changeNumber),
                 Route(.GET, "/assets/demo.js") { _ in
                     .now(.asset(pages.demoScript, contentType: "text/javascript; charset=utf-8"))
                 },
