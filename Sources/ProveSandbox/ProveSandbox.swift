@@ -42,6 +42,11 @@ public actor ProveSandbox {
         /// change: at most `maximumSends` and `maximumNumbers`, the first included (Prove's docs).
         var sends = 0
         var numbers = 1
+        /// The Prove Key the request named (`deviceId`), and whether it asked to rebind it.
+        var deviceId: String?
+        var rebind = false
+        /// The Prove Key is bound to another number (Prove's 9101).
+        var keyMismatch = false
     }
 
     /// A link in an SMS: its flow, and the `authId` its redirect carries (each send has its own).
@@ -71,6 +76,8 @@ public actor ProveSandbox {
     private var prefillFlows: [String: PrefillFlow] = [:]
     /// Instant Link id → its flow and authId.
     private var links: [String: LinkTarget] = [:]
+    /// Prove Keys (a device's `deviceId`) → the one phone number each is bound to.
+    private var proveKeys: [String: String] = [:]
     private var messages: [SandboxOutboxMessage] = []
     private var lastPurge = Date.distantPast
     private var callCounts: [String: Int] = [:]
@@ -233,8 +240,15 @@ public actor ProveSandbox {
 
         purgeExpired()
         let correlationId = UUID().uuidString.lowercased()
+        // A Prove Key bound to another number: for customer-supplied possession the flow needs a bind (which
+        // rebinds the key); on a phone it fails with 9101 unless `rebind` asks for a full possession check.
+        let boundNumber = request.deviceId.flatMap { proveKeys[$0] }
+        let keyMismatch = boundNumber.map { $0 != phoneNumber } ?? false
+        let keyMatches = boundNumber == phoneNumber && request.possessionType != "desktop"
         let state: UnifyState
         switch (request.possessionType, user.kind) {
+        case ("mobile", _) where keyMismatch && request.rebind != true: state = .failed
+        case _ where keyMatches && user.kind == .possession: state = .passed
         case ("none", _): state = .possessionRequired
         case (_, .shortTerm): state = .passed
         // A mobile flow with a finalTargetUrl gets the Instant Link as its client SDK's fallback would
@@ -253,7 +267,10 @@ public actor ProveSandbox {
             clientHumanId: request.clientHumanId,
             createdAt: now(),
             state: state,
-            smsMessage: request.smsMessage
+            smsMessage: request.smsMessage,
+            deviceId: request.deviceId,
+            rebind: request.rebind == true,
+            keyMismatch: keyMismatch
         )
         if state == .pending { sendLink(correlationId) }
         return .ok(UnifyResponse(success: "pending", correlationId: correlationId, authToken: Self.makeJWT()))
@@ -341,6 +358,11 @@ public actor ProveSandbox {
         switch flow.state {
         case .possessionRequired where matches:
             flow.state = .passed
+            flow.keyMismatch = false
+            // The device's Prove Key now holds this number, and only this one.
+            let deviceId = flow.deviceId ?? "sandbox-device-" + Self.randomBase64URL(bytes: 9)
+            flow.deviceId = deviceId
+            proveKeys[deviceId] = flow.phoneNumber
             unifyFlows[request.correlationId] = flow
             return .ok(boundResponse(flow, clientRequestId: request.clientRequestId))
         case .passed where matches && flow.possessionType == "none":
@@ -355,12 +377,15 @@ public actor ProveSandbox {
         }
     }
 
-    /// A bind's answer: the flow's status, with the Prove Key of the test user's device as `deviceId`.
+    /// A bind's answer: the flow's status, with the device's Prove Key as `deviceId`.
     private func boundResponse(_ flow: UnifyFlow, clientRequestId: String?) -> UnifyStatusResponse {
         var response = statusResponse(flow, clientRequestId: clientRequestId)
-        response.deviceId = "sandbox-device-" + flow.user.proveId
+        response.deviceId = flow.deviceId
         return response
     }
+
+    /// Prove's evaluation code for a number the device's Prove Key is not bound to.
+    static let keyMismatch = ["9101": "Phone number doesn't match Prove Key. Rebind required."]
 
     private func statusResponse(_ flow: UnifyFlow, clientRequestId: String?) -> UnifyStatusResponse {
         let echo = clientRequestId ?? flow.clientRequestId
@@ -368,12 +393,16 @@ public actor ProveSandbox {
         case .pending:
             return .init(success: "pending", clientRequestId: echo)
         case .possessionRequired:
-            return .init(success: "possession_required", phoneNumber: flow.phoneNumber, clientRequestId: echo)
+            return .init(
+                success: "possession_required", phoneNumber: flow.phoneNumber, clientRequestId: echo,
+                evaluation: flow.keyMismatch
+                    ? ["authentication": .init(result: "fail", failureReasons: Self.keyMismatch)] : nil)
         case .passed:
             return .init(
                 success: "true",
                 phoneNumber: flow.phoneNumber,
                 proveId: flow.user.proveId,
+                deviceId: flow.deviceId,
                 clientHumanId: flow.clientHumanId ?? flow.user.clientHumanId,
                 clientRequestId: echo,
                 evaluation: [
@@ -387,7 +416,9 @@ public actor ProveSandbox {
                 phoneNumber: flow.phoneNumber,
                 clientRequestId: echo,
                 evaluation: [
-                    "authentication": .init(result: "fail", failureReasons: ["9100": "Phone possession incomplete."]),
+                    "authentication": .init(
+                        result: "fail",
+                        failureReasons: flow.keyMismatch ? Self.keyMismatch : ["9100": "Phone possession incomplete."]),
                     "risk": .init(result: "pass"),
                 ]
             )
@@ -405,7 +436,13 @@ public actor ProveSandbox {
         else {
             return .html(404, "<!doctype html><title>Link not found</title><p>This link is invalid or has expired.</p>")
         }
-        if flow.state == .pending { flow.state = decline ? .failed : .passed }
+        if flow.state == .pending {
+            flow.state = decline ? .failed : .passed
+            // `rebind`: the full possession check passed, so the device's Prove Key takes this number.
+            if flow.state == .passed, flow.rebind, let deviceId = flow.deviceId {
+                proveKeys[deviceId] = flow.phoneNumber
+            }
+        }
         let authId = link.authId
         unifyFlows[link.correlationId] = flow
         let asc = flow.state == .passed

@@ -90,10 +90,14 @@ struct TestRelay {
     /// `flags` are `serve` flags without dashes, e.g. `["limits": ["off"]]`.
     static func run(
         store: String = "memory", hold: Int? = nil, clock: any RelayClock = EventLoopClock(),
-        flags: [String: [String]] = [:], _ body: (TestRelay) async throws -> Void
+        flags: [String: [String]] = [:], environment: [String: String] = [:], _ body: (TestRelay) async throws -> Void
     ) async throws {
         for attempt in 1...5 {
-            if try await runOnce(store: store, hold: hold, clock: clock, flags: flags, body) { return }
+            if try await runOnce(
+                store: store, hold: hold, clock: clock, flags: flags, environment: environment, body)
+            {
+                return
+            }
             FileHandle.standardError.write(Data("the relay did not start (attempt \(attempt)); another port\n".utf8))
         }
         Issue.record("the relay did not start in 5 attempts")
@@ -104,14 +108,14 @@ struct TestRelay {
     /// False when the server could not start (its port was taken meanwhile).
     private static func runOnce(
         store: String, hold: Int?, clock: any RelayClock, flags extra: [String: [String]],
-        _ body: (TestRelay) async throws -> Void
+        environment: [String: String], _ body: (TestRelay) async throws -> Void
     ) async throws -> Bool {
         let logs = LogCapture()
         let logger = logs.logger()
         var flags: [String: [String]] = ["port": ["0"], "store": [store], "api-key": [apiKey], "drain-delay": ["0"]]
         flags.merge(extra) { $1 }
         if let hold { flags["hold"] = [String(hold)] }
-        var configuration = try RelayConfiguration.resolve(flags: flags, environment: [:])
+        var configuration = try RelayConfiguration.resolve(flags: flags, environment: environment)
         // WSClient, unlike a browser, sends the WebSocket URL's own scheme and host as its Origin.
         configuration.allowedOrigins.append("ws://127.0.0.1")
         let relay = try await buildLinkRelay(configuration, logger: logger, clock: clock)

@@ -354,6 +354,72 @@ import Testing
     }
 }
 
+/// The Prove Key as Prove's Unify guide describes it: a bind puts the number on the device's key; the
+/// key then passes that number without a possession check, holds one number only, and answers 9101
+/// for another (customer-supplied possession: a bind rebinds; on a phone: `rebind` forces the check).
+@Suite(.timeLimit(.minutes(1))) struct ProveKeyTests {
+    func unify(
+        _ client: some TestClientProtocol, _ token: String, _ type: String, _ phone: String, device: String?,
+        rebind: Bool? = nil
+    ) async throws -> String {
+        let request = UnifyRequest(
+            possessionType: type, clientRequestId: "r-1", phoneNumber: phone,
+            finalTargetUrl: type == "mobile" ? "https://relay.example/l/k" : nil, deviceId: device, rebind: rebind)
+        return try decode(UnifyResponse.self, try await client.post("unify", token: token, body: request)).correlationId
+    }
+
+    func bind(_ client: some TestClientProtocol, _ token: String, _ id: String, _ phone: String) async throws
+        -> UnifyStatusResponse
+    {
+        let response = try await client.post(
+            "unify-bind", token: token, body: UnifyBindRequest(correlationId: id, phoneNumber: phone))
+        return try decode(UnifyStatusResponse.self, response)
+    }
+
+    @Test func aBoundKeyPassesItsNumberHoldsOneAndRebinds() async throws {
+        let sandbox = ProveSandbox(publicBaseURL: publicBase)
+        try await makeSandboxApp(sandbox).test(.router) { client in
+            let token = try await client.accessToken()
+            let first = try await unify(client, token, "none", "2001004014", device: nil)
+            let device = try #require(try await bind(client, token, first, "2001004014").deviceId)
+            // The key now holds the number: the next flow passes at once.
+            let again = try await unify(client, token, "none", "2001004014", device: device)
+            let passed = try await client.status(token: token, again)
+            #expect(passed.success == "true")
+            #expect(passed.deviceId == device)
+            // Another number on the same key: 9101, and a bind rebinds the key to it.
+            let other = try await unify(client, token, "none", "2001004015", device: device)
+            let mismatch = try await client.status(token: token, other)
+            #expect(mismatch.success == "possession_required")
+            #expect(mismatch.evaluation?["authentication"]?.failureReasons?["9101"] != nil)
+            #expect(try await bind(client, token, other, "2001004015").deviceId == device)
+            // One number per key: the first one needs possession again.
+            let back = try await unify(client, token, "none", "2001004014", device: device)
+            #expect(try await client.status(token: token, back).success == "possession_required")
+        }
+    }
+
+    @Test func onAPhoneAnotherNumberFailsWith9101UnlessRebind() async throws {
+        let sandbox = ProveSandbox(publicBaseURL: publicBase)
+        try await makeSandboxApp(sandbox).test(.router) { client in
+            let token = try await client.accessToken()
+            let first = try await unify(client, token, "none", "2001004014", device: nil)
+            let device = try #require(try await bind(client, token, first, "2001004014").deviceId)
+            let refused = try await unify(client, token, "mobile", "2001004015", device: device)
+            let failed = try await client.status(token: token, refused)
+            #expect(failed.success == "false")
+            #expect(failed.evaluation?["authentication"]?.failureReasons?["9101"] != nil)
+            // rebind: the full possession check (the Instant Link), then the key holds the new number.
+            let rebound = try await unify(client, token, "mobile", "2001004015", device: device, rebind: true)
+            let link = try #require(try await client.outbox("2001004015").last?.link)
+            #expect(try await client.open(link).status == .found)
+            #expect(try await client.status(token: token, rebound).success == "true")
+            let now = try await unify(client, token, "none", "2001004015", device: device)
+            #expect(try await client.status(token: token, now).success == "true")
+        }
+    }
+}
+
 @Suite(.timeLimit(.minutes(1))) struct PrefillTests {
     @Test func shortTermUserPassesEveryStep() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
