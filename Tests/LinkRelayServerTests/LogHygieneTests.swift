@@ -32,4 +32,32 @@ struct LogHygieneTests {
             }
         }
     }
+
+    @Test("The finish hook, a resend and a bind at trace level log no token, authId or phone number")
+    func newPathsLogNoSecrets() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            let redirect = try #require(try await relay.request(.GET, try await relay.latestLink()).header("Location"))
+            _ = try await relay.request(
+                .POST, "/v1/sessions/\(created.sessionId)/finish",
+                headers: [("Authorization", "Bearer \(created.channel.token)")],
+                body: #"{"redirectUrl":"\#(redirect)"}"#)
+            _ = try await relay.pollUntilDone(created)
+            _ = try await relay.request(.POST, "/sandbox/resend?phoneNumber=2001004014")
+            let none = try await relay.api(
+                .POST, "/v1/sessions", body: #"{"phoneNumber":"2001004015","possessionType":"none"}"#
+            ).json(Created.self)
+            _ = try await relay.pollUntilDone(none)
+            _ = try await relay.api(.POST, "/v1/sessions/\(none.sessionId)/bind")
+
+            let authId = try #require(redirect.split(separator: "authId=").last.map(String.init))
+            let logs = relay.logs.all.joined(separator: "\n")
+            for (name, secret) in [
+                ("channel token", created.channel.token), ("authId", authId), ("phone number", "2001004014"),
+                ("phone number", "2001004015"), ("API key", TestRelay.apiKey),
+            ] {
+                #expect(!logs.contains(secret), "the logs contain the \(name)")
+            }
+        }
+    }
 }

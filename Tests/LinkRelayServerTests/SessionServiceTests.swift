@@ -270,6 +270,44 @@ struct SessionServiceTests {
         #expect(prove.statusCalls.count == 1)
     }
 
+    @Test("A finish racing a landing and two verifications ends the session once, with one result")
+    func finishRacesLanding() async throws {
+        let session = try await service.create(Self.request, idempotencyKey: nil)
+        async let landed = landing(session)
+        async let finished = service.finished(sessionID: session.id, authId: Self.otherAuthId)
+        _ = try await (landed, finished)
+        prove.answerStatus(.success(.init(success: "true")), .success(.init(success: "true")))
+        async let first: Void = verify(session)
+        async let second: Void = verify(session)
+        _ = await (first, second)
+        let (stored, events) = try await stored(session.id)
+        #expect(events == ["waiting", "tapped", "result"])
+        #expect(Set(stored.seenAuthIds) == [Self.authId, Self.otherAuthId])
+    }
+
+    @Test("A bind is refused before possession_required and after Prove's 15 minutes; Prove is asked in between")
+    func bindWindow() async throws {
+        var request = Self.request
+        request.possessionType = PossessionType.none
+        let session = try await service.create(request, idempotencyKey: nil)
+        #expect(prove.unifyCalls.first?.possessionType == "none")
+        await #expect(throws: SessionError.bindNotAllowed) {
+            _ = try await service.bind(sessionID: session.id, phoneNumber: nil)
+        }
+        prove.answerStatus(.success(.init(success: "possession_required")))
+        await verify(session)
+        #expect(try await stored(session.id).0.result?.outcome == .possessionRequired)
+        // Within the window Prove is asked (the scripted Prove refuses the bind: 502, and nothing is kept).
+        await #expect(throws: ProveClientError.self) {
+            _ = try await service.bind(sessionID: session.id, phoneNumber: nil)
+        }
+        #expect(try await stored(session.id).0.result?.binding == nil)
+        clock.advance(by: SessionService.bindWindow)
+        await #expect(throws: SessionError.bindNotAllowed) {
+            _ = try await service.bind(sessionID: session.id, phoneNumber: nil)
+        }
+    }
+
     @Test("A tapped session whose result never came fails at the hold's end, saying why")
     func expireTapped() async throws {
         let session = try await service.create(Self.request, idempotencyKey: nil)
