@@ -85,6 +85,21 @@ struct FinishHookTests {
         }
     }
 
+    @Test("Finishes are limited per session: past the limit, a bare 429 that changes nothing")
+    func finishLimit() async throws {
+        try await TestRelay.run(flags: ["limit-finish-per-session": ["2"]]) { relay in
+            let created = try await relay.createSession()
+            let other = try await relay.createSession()
+            for _ in 0..<2 { #expect(try await finish(relay, created).status == 202) }
+            let refused = try await finish(relay, created)
+            #expect(refused.status == 429)
+            #expect(refused.body.isEmpty)
+            #expect(try await finish(relay, other).status == 202, "another session has its own budget")
+            let metrics = try await relay.request(.GET, "/metrics").body
+            #expect(metrics.contains(#"linkrelay_limit_trips_total{limit="finish_per_session"} 1"#))
+        }
+    }
+
     @Test("A session that never landed is asked about as its hold ends: a lost redirect still ends verified")
     func lastQuestionAtHoldEnd() async throws {
         let clock = ManualClock()
