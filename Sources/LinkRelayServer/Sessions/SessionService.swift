@@ -306,7 +306,7 @@ final class SessionService: Sendable {
 
     /// `POST /v1/sessions/{id}/bind`: once the integrator's own possession check passed on a
     /// `possession_required` session, asks `/v3/unify-bind` and keeps Prove's answer as
-    /// `result.binding`. Allowed once, within `bindWindow` of the creation: else `alreadyEnded` (409).
+    /// `result.binding`. Allowed once, within `bindWindow` of the creation: else `bindNotAllowed` (409).
     /// No channel event.
     func bind(sessionID: String, phoneNumber: String?) async throws -> SessionResult.Binding {
         guard let session = try await store.session(id: sessionID) else { throw SessionError.notFound }

@@ -108,19 +108,9 @@ final class SessionsController: Sendable {
         }
     }
 
-    /// The finish body's redirect: none for an empty body; 400 for anything but `{"redirectUrl": URL}`
-    /// with a URL the landing would take; 413 over `maximumFinishBody`.
+    /// The finish body's redirect: none for an empty body; 400 unless a URL the landing would take.
     static func finishRedirect(_ body: ByteBuffer?) throws -> LandingRedirect? {
-        guard let body else {
-            throw Problem(
-                status: .payloadTooLarge, title: "Content Too Large",
-                detail: "The body may be at most \(maximumFinishBody) bytes.")
-        }
-        guard body.readableBytes > 0 else { return nil }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
-            Set(object.keys).isSubset(of: ["redirectUrl"])
-        else { throw Problem.badRequest("The body is {\"redirectUrl\": \"…\"} or nothing.") }
-        guard let url = object["redirectUrl"] else { return nil }
+        guard let url = try onlyField("redirectUrl", of: body) else { return nil }
         guard let url = url as? String else { throw Problem.badRequest("redirectUrl must be a string.") }
         switch LandingRedirect.parse(url) {
         case .success(let redirect): return redirect
@@ -132,24 +122,29 @@ final class SessionsController: Sendable {
     func bind(_ request: RelayRequest) throws -> Reply {
         try authorize(request)
         let id = String(request.parameters[0])
-        guard let body = request.body else {
-            throw Problem(status: .payloadTooLarge, title: "Content Too Large", detail: "The body is too large.")
-        }
         var phoneNumber: String?
-        if body.readableBytes > 0 {
-            guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
-                Set(object.keys).isSubset(of: ["phoneNumber"])
-            else { throw Problem.badRequest("The body is {\"phoneNumber\": \"…\"} or nothing.") }
-            if let value = object["phoneNumber"] {
-                guard let phone = value as? String, (1...20).contains(phone.count),
-                    phone.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "+") })
-                else { throw Problem.badRequest("phoneNumber must be 1 to 20 digits (and +).") }
-                phoneNumber = phone
-            }
+        if let value = try Self.onlyField("phoneNumber", of: request.body) {
+            guard let phone = value as? String, (1...20).contains(phone.count),
+                phone.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "+") })
+            else { throw Problem.badRequest("phoneNumber must be 1 to 20 digits (and +).") }
+            phoneNumber = phone
         }
         return .later { [service, phoneNumber] in
             .json(BindingView(try await service.bind(sessionID: id, phoneNumber: phoneNumber)))
         }
+    }
+
+    /// The one, optional, field of a small body: nil for an empty body or no field; 400 for anything but
+    /// a JSON object with at most that field; 413 over the route's maximum (the body is then nil).
+    private static func onlyField(_ name: String, of body: ByteBuffer?) throws -> Any? {
+        guard let body else {
+            throw Problem(status: .payloadTooLarge, title: "Content Too Large", detail: "The body is too large.")
+        }
+        guard body.readableBytes > 0 else { return nil }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+            Set(object.keys).isSubset(of: [name])
+        else { throw Problem.badRequest("The body is {\"\(name)\": …} or nothing.") }
+        return object[name]
     }
 
     /// The index of the API key the request carries; every key is compared, in constant time.
