@@ -70,37 +70,34 @@ public final class RelayMetrics: ProveCallObserver {
             descriptor: .init(
                 metricName: "linkrelay_prove_breaker_open", unitName: "",
                 helpText: "1 while the circuit breaker around Prove is open or half-open, else 0"))
-        var trips: [LimitKind: Counter] = [:]
-        for kind in LimitKind.allCases {
-            trips[kind] = registry.makeCounter(
-                descriptor: .init(
-                    metricName: "linkrelay_limit_trips_total", unitName: "",
-                    helpText: "Requests turned away with 429 by a rate or connection limit, by limit"),
-                labels: [("limit", kind.rawValue)])
-        }
-        limitTrips = trips
-        var lastQuestions: [Bool: Counter] = [:]
-        for (verified, label) in [(true, "verified"), (false, "expired")] {
-            lastQuestions[verified] = registry.makeCounter(
-                descriptor: .init(
-                    metricName: "linkrelay_last_questions_total", unitName: "",
-                    helpText: "Sessions that never landed, asked about once as their hold ended, by how they ended"),
-                labels: [("outcome", label)])
-        }
-        self.lastQuestions = lastQuestions
-        var binds: [Bool: Counter] = [:]
-        for (success, label) in [(true, "bound"), (false, "refused")] {
-            binds[success] = registry.makeCounter(
-                descriptor: .init(
-                    metricName: "linkrelay_binds_total", unitName: "",
-                    helpText: "Binds (POST /v1/sessions/{id}/bind) Prove answered, by its success"),
-                labels: [("outcome", label)])
-        }
-        self.binds = binds
+        limitTrips = Self.counters(
+            registry, "linkrelay_limit_trips_total",
+            "Requests turned away with 429 by a rate or connection limit, by limit", label: "limit",
+            LimitKind.allCases.map { ($0, $0.rawValue) })
+        lastQuestions = Self.counters(
+            registry, "linkrelay_last_questions_total",
+            "Sessions that never landed, asked about once as their hold ended, by how they ended", label: "outcome",
+            [(true, "verified"), (false, "expired")])
+        binds = Self.counters(
+            registry, "linkrelay_binds_total", "Binds (POST /v1/sessions/{id}/bind) Prove answered, by its success",
+            label: "outcome", [(true, "bound"), (false, "refused")])
         finishes = registry.makeCounter(
             descriptor: .init(
                 metricName: "linkrelay_finishes_total", unitName: "",
                 helpText: "Finish calls (POST /v1/sessions/{id}/finish) taken on live sessions"))
+    }
+
+    /// One counter of `name` per value of its one label.
+    private static func counters<Key: Hashable>(
+        _ registry: PrometheusCollectorRegistry, _ name: String, _ help: String, label: String,
+        _ values: [(Key, String)]
+    ) -> [Key: Counter] {
+        var counters: [Key: Counter] = [:]
+        for (key, value) in values {
+            counters[key] = registry.makeCounter(
+                descriptor: .init(metricName: name, unitName: "", helpText: help), labels: [(label, value)])
+        }
+        return counters
     }
 
     func breakerChanged(open: Bool) { breakerOpen.set(Int64(open ? 1 : 0)) }

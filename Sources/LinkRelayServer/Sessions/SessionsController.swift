@@ -84,13 +84,13 @@ final class SessionsController: Sendable {
     /// recorded. Answers 202 while the session is live, 200 once it has ended.
     func finish(_ request: RelayRequest) throws -> Reply {
         let id = String(request.parameters[0])
-        let byAPIKey = request.bearerToken.map { token in apiKeys.contains { Secrets.constantTimeEquals(token, $0) } }
-        let token = byAPIKey == true ? nil : request.queryItem("token") ?? request.bearerToken
-        if byAPIKey != true {
+        let byAPIKey = request.bearerToken.flatMap(keyIndex) != nil
+        let token = byAPIKey ? nil : request.queryItem("token") ?? request.bearerToken
+        if !byAPIKey {
             if let refused = gate.refusedOrigin(request.headers) { throw refused }
             guard token != nil else { throw Problem.unauthorized("The API key or the channel token is required.") }
         }
-        let headers: HTTPHeaders = byAPIKey == true ? [:] : gate.corsHeaders(request.headers.first(name: "Origin"))
+        let headers: HTTPHeaders = byAPIKey ? [:] : gate.corsHeaders(request.headers.first(name: "Origin"))
         guard limits.allowFinish(sessionID: id) else { throw LimitExceeded() }
         let redirect = try Self.finishRedirect(request.body)
         return .later { [service] in
@@ -150,10 +150,14 @@ final class SessionsController: Sendable {
     /// The index of the API key the request carries; every key is compared, in constant time.
     @discardableResult
     private func authorize(_ request: RelayRequest) throws -> Int {
-        guard let token = request.bearerToken else { throw Problem.unauthorized() }
+        guard let match = request.bearerToken.flatMap(keyIndex) else { throw Problem.unauthorized() }
+        return match
+    }
+
+    /// The index of the configured key `token` is; every key is compared, in constant time.
+    private func keyIndex(_ token: String) -> Int? {
         var match: Int?
         for (index, key) in apiKeys.enumerated() where Secrets.constantTimeEquals(token, key) { match = index }
-        guard let match else { throw Problem.unauthorized() }
         return match
     }
 }
