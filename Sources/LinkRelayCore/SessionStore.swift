@@ -1,15 +1,17 @@
 /// Where sessions and their events live. The store is the truth: nothing is announced before it
 /// has been written here.
-public protocol SessionStore: Sendable {
+public protocol SessionStore: WebhookOutbox {
     /// Stores a new session with its first event. Throws `StoreError.duplicateIdempotencyKey` when
     /// another session already holds the session's idempotency key.
     func insert(_ session: Session, event: SessionEvent) async throws
     /// Replaces a stored session only if its stored `version` is still `expectedVersion`, appending
-    /// `events`. Returns false (and writes nothing) when someone else changed it first. Once the change
-    /// is committed, and before this returns, calls `committed`: the relay announces the events there,
-    /// without waiting for its task to resume (SQLite's writer calls it from its own thread).
+    /// `events`, and adding `messages` to the webhook outbox, in one transaction. Returns false (and
+    /// writes nothing) when someone else changed it first. Once the change is committed, and before this
+    /// returns, calls `committed`: the relay announces the events there, without waiting for its task
+    /// to resume (SQLite's writer calls it from its own thread).
     func update(
         _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
+        reporting messages: [WebhookMessage],
         committed: @escaping @Sendable () -> Void
     ) async throws -> Bool
     /// Removes a session that was stored but never handed out (its Prove flow could not start), with
@@ -48,7 +50,14 @@ extension SessionStore {
     public func update(_ session: Session, expectedVersion: Int, appending events: [SessionEvent]) async throws
         -> Bool
     {
-        try await update(session, expectedVersion: expectedVersion, appending: events, committed: {})
+        try await update(session, expectedVersion: expectedVersion, appending: events, reporting: [], committed: {})
+    }
+    public func update(
+        _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
+        committed: @escaping @Sendable () -> Void
+    ) async throws -> Bool {
+        try await update(
+            session, expectedVersion: expectedVersion, appending: events, reporting: [], committed: committed)
     }
     public func releaseMemory() async {}
     public func sessionToVerify(id: String) async throws -> Session? { try await session(id: id) }

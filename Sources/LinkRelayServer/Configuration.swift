@@ -77,6 +77,8 @@ public struct RelayConfiguration: Sendable {
     public var metricsListen: (host: String, port: Int)?
     /// The apps whose Universal Links / App Links the relay's landings are (`--ios-app-id`, ...).
     public var deepLinks = DeepLinks()
+    /// Where session events are POSTed, signed (`--webhook-url`, `--webhook-secret`); nil: no webhooks.
+    public var webhooks: WebhookSettings?
 
     /// The process's open-file limit minus 1,024 descriptors kept for everything else (the store,
     /// calls to Prove, the runtime's own). Without that room, a flood of connections took the last
@@ -107,6 +109,7 @@ public struct RelayConfiguration: Sendable {
             ("sandbox-public", "LINKRELAY_SANDBOX_PUBLIC"), ("metrics-listen", "LINKRELAY_METRICS_LISTEN"),
             ("ios-app-id", "LINKRELAY_IOS_APP_IDS"), ("android-app", "LINKRELAY_ANDROID_APPS"),
             ("app-store-url", "LINKRELAY_APP_STORE_URL"), ("play-store-url", "LINKRELAY_PLAY_STORE_URL"),
+            ("webhook-url", "LINKRELAY_WEBHOOK_URL"), ("webhook-secret", "LINKRELAY_WEBHOOK_SECRET"),
         ] + Limits.settings.map { ($0.flag, $0.env) }
 
     /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
@@ -279,6 +282,12 @@ public struct RelayConfiguration: Sendable {
             config.integratorName = name
         } else {
             config.integratorName = URLComponents(string: config.publicURL)?.host ?? config.publicURL
+        }
+        switch (value("webhook-url"), value("webhook-secret")) {
+        case (nil, nil): break
+        case (let url?, let secret?): config.webhooks = try WebhookSettings(url: url, secret: secret)
+        case (nil, _): throw ConfigurationError("--webhook-secret: set --webhook-url too")
+        case (_, nil): throw ConfigurationError("--webhook-url: set --webhook-secret too (whsec_ and base64)")
         }
         let origins = list("allowed-origin")
         config.allowedOrigins = origins.isEmpty ? [origin(of: config.publicURL)] : origins

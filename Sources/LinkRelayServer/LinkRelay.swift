@@ -123,10 +123,14 @@ public func buildLinkRelay(
     }
 
     let hub = ChannelHub()
+    let webhookSender = configuration.webhooks.map {
+        WebhookSender(settings: $0, outbox: store, clock: clock, metrics: metrics, logger: logger)
+    }
     let service = SessionService(
         store: store, bus: hub, prove: BreakerProveClient(wrapped: prove, breaker: breaker, clock: clock), clock: clock,
         metrics: metrics, logger: logger,
-        publicURL: configuration.publicURL, defaultHold: configuration.holdSeconds)
+        publicURL: configuration.publicURL, defaultHold: configuration.holdSeconds,
+        webhooks: webhookSender.map { sender in WebhookReporter(committed: sender.wake) })
     let pages = try await Pages.load(directory: configuration.templatesDirectory, sandbox: sandbox != nil)
     let draining = Draining()
     let securityEvents = SecurityEvents(metrics: metrics, logger: logger, clock: clock)
@@ -148,15 +152,17 @@ public func buildLinkRelay(
     let gate = ChannelGate(
         store: store, allowedOrigins: Set(configuration.allowedOrigins), securityEvents: securityEvents)
     let channels = ChannelsController(gate: gate, limits: limits)
+    let sessions = SessionsController(
+        service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits, gate: gate
+    )
     let routes = Routes(
         landing: LandingController(
             service: service, pages: pages, limits: limits, repeatLandings: RepeatLandings(),
             confirmOnPhone: configuration.confirmOnPhone, integratorName: configuration.integratorName,
             publicURL: configuration.publicURL, deepLinks: configuration.deepLinks),
         channels: channels,
-        sessions: SessionsController(
-            service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits,
-            gate: gate),
+        sessions: sessions,
+        webhooks: WebhooksController(sender: webhookSender) { try sessions.authorize($0) },
         operations: operations, pages: pages,
         demo: sandbox.map {
             DemoController(service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL)
@@ -202,6 +208,7 @@ public func buildLinkRelay(
             ])
         runningContinuation.finish()
     }
+    let optional: [(any Service)?] = [webhookSender, metricsServer]
     let services: [any Service] =
         [
             Teardown(store: store, logger: logger),
@@ -215,7 +222,7 @@ public func buildLinkRelay(
                     service.expiries.compact()
                     hub.compact()
                 }),
-        ] + instances + [metricsServer].compactMap { $0 } + [server]
+        ] + instances + optional.compactMap { $0 } + [server]
     return LinkRelay(
         configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
         service: service, frontDoor: frontDoor, hub: hub, draining: draining, running: running)

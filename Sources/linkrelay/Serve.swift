@@ -91,6 +91,10 @@ struct Serve: AsyncParsableCommand {
     var playStoreUrl: String?
     @Option(help: "Finish calls per session per minute (LINKRELAY_LIMIT_FINISH_PER_SESSION, default 10).")
     var limitFinishPerSession: String?
+    @Option(help: "http(s) URL that session events are POSTed to, signed (LINKRELAY_WEBHOOK_URL).")
+    var webhookUrl: String?
+    @Option(help: "whsec_ and a base64 key of 24 to 64 bytes: signs the webhooks (LINKRELAY_WEBHOOK_SECRET).")
+    var webhookSecret: String?
 
     func run() async throws {
         var flags: [String: [String]] = [
@@ -109,7 +113,8 @@ struct Serve: AsyncParsableCommand {
             ("limit-connections-per-address", limitConnectionsPerAddress), ("header-timeout", headerTimeout),
             ("body-timeout", bodyTimeout), ("drain-delay", drainDelay), ("sandbox-public", sandboxPublic),
             ("metrics-listen", metricsListen), ("app-store-url", appStoreUrl), ("play-store-url", playStoreUrl),
-            ("limit-finish-per-session", limitFinishPerSession),
+            ("limit-finish-per-session", limitFinishPerSession), ("webhook-url", webhookUrl),
+            ("webhook-secret", webhookSecret),
         ] {
             if let value { flags[name] = [value] }
         }

@@ -36,11 +36,12 @@ struct SessionServiceTests {
         }
         func update(
             _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
-            committed: @escaping @Sendable () -> Void
+            reporting messages: [WebhookMessage], committed: @escaping @Sendable () -> Void
         ) async throws -> Bool {
             if failUpdates.value { throw StoreError.unavailable }
             return try await memory.update(
-                session, expectedVersion: expectedVersion, appending: events, committed: committed)
+                session, expectedVersion: expectedVersion, appending: events, reporting: messages,
+                committed: committed)
         }
         func discard(sessionID: String) async throws { try await memory.discard(sessionID: sessionID) }
         func session(id: String) async throws -> Session? { try await memory.session(id: id) }
@@ -54,6 +55,22 @@ struct SessionServiceTests {
         func activeSessions() async throws -> [Session] { try await memory.activeSessions() }
         func ping() async throws {}
         func close() async throws {}
+        func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
+            try await memory.claimWebhooks(dueBy: now, leaseUntil: leaseUntil, limit: limit)
+        }
+        func recordWebhookAttempt(_ message: WebhookMessage) async throws {
+            try await memory.recordWebhookAttempt(message)
+        }
+        func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+            try await memory.webhookMessages(state: state, limit: limit)
+        }
+        func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
+            try await memory.retryWebhook(id: id, now: now)
+        }
+        func webhookBacklog() async throws -> WebhookBacklog { try await memory.webhookBacklog() }
+        func pruneWebhooks(createdBefore date: Date) async throws {
+            try await memory.pruneWebhooks(createdBefore: date)
+        }
     }
 
     let clock = ManualClock()

@@ -11,7 +11,8 @@ struct Routes: Sendable {
     /// `metricsElsewhere`: `/metrics` is served on a listener of its own (`--metrics-listen`), not here.
     init(
         landing: LandingController, channels: ChannelsController, sessions: SessionsController,
-        operations: OpsController, pages: Pages, demo: DemoController?, sandbox: SandboxController?,
+        webhooks: WebhooksController, operations: OpsController, pages: Pages, demo: DemoController?,
+        sandbox: SandboxController?,
         deepLinks: DeepLinks = DeepLinks(), publicPath: String = "", metricsElsewhere: Bool = false
     ) {
         let apple = deepLinks.appleAssociation(publicPath: publicPath)
@@ -37,6 +38,9 @@ struct Routes: Sendable {
             Route(.OPTIONS, "/v1/sessions/{id}/finish", channels.preflight),
             // Customer-supplied possession: the integrator's own check passed (possessionType none).
             Route(.POST, "/v1/sessions/{id}/bind", body: 256, sessions.bind),
+            // The webhook outbox (API.md v1.1 "Webhooks").
+            Route(.GET, "/v1/webhooks/messages", webhooks.list),
+            Route(.POST, "/v1/webhooks/messages/{id}/retry", webhooks.retry),
             // Operators.
             Route(.GET, "/healthz", operations.health),
             Route(.HEAD, "/healthz", operations.health),

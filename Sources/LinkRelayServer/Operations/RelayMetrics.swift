@@ -23,6 +23,9 @@ public final class RelayMetrics: ProveCallObserver {
     private let lastQuestions: [Bool: Counter]
     private let finishes: Counter
     private let binds: [Bool: Counter]
+    private let webhookAttempts: [WebhookOutcome: Counter]
+    private let webhookQueueDepth: Gauge
+    private let webhookOldestPending: Gauge
 
     public init() {
         sessionsCreated = registry.makeCounter(
@@ -81,6 +84,18 @@ public final class RelayMetrics: ProveCallObserver {
         binds = Self.counters(
             registry, "linkrelay_binds_total", "Binds (POST /v1/sessions/{id}/bind) Prove answered, by its success",
             label: "outcome", [(true, "bound"), (false, "refused")])
+        webhookAttempts = Self.counters(
+            registry, "linkrelay_webhook_deliveries_total",
+            "Webhook attempts, by outcome: delivered, retry (not delivered, tried again later), failed (given up)",
+            label: "outcome", WebhookOutcome.allCases.map { ($0, $0.rawValue) })
+        webhookQueueDepth = registry.makeGauge(
+            descriptor: .init(
+                metricName: "linkrelay_webhook_queue_depth", unitName: "",
+                helpText: "Webhook messages not yet delivered nor given up (read every 5 s)"))
+        webhookOldestPending = registry.makeGauge(
+            descriptor: .init(
+                metricName: "linkrelay_webhook_oldest_pending_seconds", unitName: "",
+                helpText: "Age of the oldest webhook message not yet delivered nor given up, 0 when none"))
         finishes = registry.makeCounter(
             descriptor: .init(
                 metricName: "linkrelay_finishes_total", unitName: "",
@@ -122,6 +137,11 @@ public final class RelayMetrics: ProveCallObserver {
 
     func lastQuestion(verified: Bool) { lastQuestions[verified]?.increment() }
     func finishTaken() { finishes.increment() }
+    func webhookAttempt(_ outcome: WebhookOutcome) { webhookAttempts[outcome]?.increment() }
+    func webhookBacklog(_ backlog: WebhookBacklog, at now: Date) {
+        webhookQueueDepth.set(Int64(backlog.pending))
+        webhookOldestPending.set(Int64(backlog.oldestPending.map { max(0, now.timeIntervalSince($0)) } ?? 0))
+    }
     func bound(success: Bool) { binds[success]?.increment() }
 
     func landingAccepted() { landingsAccepted.increment() }

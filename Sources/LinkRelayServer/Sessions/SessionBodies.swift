@@ -47,9 +47,9 @@ struct SessionView: Encodable {
     var tappedAt: Date?
     var possessionType: PossessionType
     var result: SessionResult?
-    var events: [SessionEvent]
+    var events: [SessionEvent]?
 
-    init(_ session: Session, events: [SessionEvent]) {
+    init(_ session: Session, events: [SessionEvent]?) {
         sessionId = session.id
         state = session.state
         createdAt = session.createdAt

@@ -17,14 +17,17 @@ final class SessionService: Sendable {
     let verifications: VerificationQueue
     let expiries: ExpiryQueue
     let lastQuestions = LastQuestions()
+    /// Makes the webhook messages written with each change; nil without `--webhook-url`.
+    let webhooks: WebhookReporter?
     private let inFlightCreates = Locked<[String: Task<Session, any Error>]>([:])
     /// Binds under way on this instance: one at a time per session.
     private let binds = Locked<Set<String>>([])
 
     init(
         store: any SessionStore, bus: any EventBus, prove: any ProveClient, clock: any RelayClock,
-        metrics: RelayMetrics, logger: Logger, publicURL: String, defaultHold: Int
+        metrics: RelayMetrics, logger: Logger, publicURL: String, defaultHold: Int, webhooks: WebhookReporter? = nil
     ) {
+        self.webhooks = webhooks
         self.store = store
         self.bus = bus
         self.prove = prove
@@ -470,9 +473,17 @@ final class SessionService: Sendable {
             guard let kinds = change(&session, now) else { return nil }
             let events = kinds.map { session.record($0, at: now) }
             session.version = current.version + 1
+            // Written with the change it reports, so never without it and never lost after it.
+            let messages =
+                webhooks?.messages(
+                    for: session, events: events,
+                    bound: current.result?.binding == nil && session.result?.binding != nil, at: now) ?? []
             // The events are announced as soon as they are committed, from wherever that happens.
-            let written = try await store.update(session, expectedVersion: current.version, appending: events) {
-                [bus, id = session.id] in bus.publish(sessionID: id, events: events)
+            let written = try await store.update(
+                session, expectedVersion: current.version, appending: events, reporting: messages
+            ) { [bus, webhooks, id = session.id] in
+                bus.publish(sessionID: id, events: events)
+                if !messages.isEmpty { webhooks?.committed() }
             }
             if written {
                 if session.state.isTerminal { expiries.finished(session.id) }

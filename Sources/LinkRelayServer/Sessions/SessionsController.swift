@@ -149,7 +149,7 @@ final class SessionsController: Sendable {
 
     /// The index of the API key the request carries; every key is compared, in constant time.
     @discardableResult
-    private func authorize(_ request: RelayRequest) throws -> Int {
+    func authorize(_ request: RelayRequest) throws -> Int {
         guard let match = request.bearerToken.flatMap(keyIndex) else { throw Problem.unauthorized() }
         return match
     }

@@ -1,3 +1,4 @@
+import Foundation
 import LinkRelayCore
 import LinkRelaySupport
 
@@ -8,6 +9,7 @@ final class MemorySessionStore: SessionStore {
         var events: [String: [SessionEvent]] = [:]
         var byLinkKey: [String: String] = [:]
         var byIdempotencyKey: [String: String] = [:]
+        var webhooks: [String: WebhookMessage] = [:]
     }
 
     private let state = Locked(State())
@@ -35,12 +37,14 @@ final class MemorySessionStore: SessionStore {
 
     func update(
         _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
+        reporting messages: [WebhookMessage],
         committed: @escaping @Sendable () -> Void
     ) async throws -> Bool {
         let stored = state.withLock { state in
             guard state.sessions[session.id]?.version == expectedVersion else { return false }
             state.sessions[session.id] = session
             state.events[session.id, default: []].append(contentsOf: events)
+            for message in messages { state.webhooks[message.id] = message }
             return true
         }
         if stored { committed() }
@@ -72,6 +76,55 @@ final class MemorySessionStore: SessionStore {
     }
 
     func ping() async throws {}
+
+    // MARK: - webhook outbox
+
+    func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
+        state.withLock { state in
+            let due = state.webhooks.values.filter { $0.state == .pending && $0.nextAttemptAt <= now }
+                .sorted { $0.nextAttemptAt < $1.nextAttemptAt }.prefix(limit)
+            return due.map { message in
+                state.webhooks[message.id]?.nextAttemptAt = leaseUntil
+                return message
+            }
+        }
+    }
+
+    func recordWebhookAttempt(_ message: WebhookMessage) async throws {
+        state.withLock { state in
+            guard state.webhooks[message.id] != nil else { return }
+            state.webhooks[message.id] = message
+        }
+    }
+
+    func webhookMessages(state wanted: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+        state.withLock { state in
+            Array(
+                state.webhooks.values.filter { wanted == nil || $0.state == wanted }
+                    .sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }.prefix(limit))
+        }
+    }
+
+    func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
+        state.withLock { state in
+            state.webhooks[id]?.state = .pending
+            state.webhooks[id]?.nextAttemptAt = now
+            return state.webhooks[id]
+        }
+    }
+
+    func webhookBacklog() async throws -> WebhookBacklog {
+        state.withLock { state in
+            let pending = state.webhooks.values.filter { $0.state == .pending }
+            return WebhookBacklog(pending: pending.count, oldestPending: pending.map(\.createdAt).min())
+        }
+    }
+
+    func pruneWebhooks(createdBefore date: Date) async throws {
+        state.withLock { state in
+            state.webhooks = state.webhooks.filter { $0.value.state == .pending || $0.value.createdAt >= date }
+        }
+    }
 
     func close() async throws {}
 }

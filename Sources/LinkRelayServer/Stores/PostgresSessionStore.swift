@@ -26,10 +26,10 @@ final class PostgresSessionStore: SessionStore {
     static let heartbeat = 2
     static let presumedGone = 10
 
-    private let client: PostgresClient
+    let client: PostgresClient
     /// The pool's `run()`, for as long as the store is open.
     private let running: Task<Void, Never>
-    private let logger: Logger
+    let logger: Logger
     private let decoder = JSONDecoder()
     /// Sessions whose verification this instance's last write of them claimed, as written: the verifier
     /// starts from one instead of claiming it again. Dropped at its first use, once this instance's
@@ -88,6 +88,16 @@ final class PostgresSessionStore: SessionStore {
         // The sweep for verifications left behind (`orphanedVerifications`, every `heartbeat` seconds on
         // each instance) read every live session; this index holds only the tapped ones.
         ["CREATE INDEX linkrelay_sessions_tapped ON linkrelay_sessions (verifier) WHERE state = 'tapped'"],
+        // The webhook outbox (`PostgresSessionStore+Webhooks`).
+        [
+            """
+            CREATE TABLE linkrelay_webhooks (
+                id text PRIMARY KEY, session_id text NOT NULL, type text NOT NULL, created_at timestamptz NOT NULL,
+                state text NOT NULL, next_attempt_at timestamptz NOT NULL, attempts text NOT NULL, payload text NOT NULL)
+            """,
+            "CREATE INDEX linkrelay_webhooks_due ON linkrelay_webhooks (next_attempt_at) WHERE state = 'pending'",
+            "CREATE INDEX linkrelay_webhooks_by_state ON linkrelay_webhooks (state, created_at)",
+        ],
     ]
 
     static var schemaVersion: Int { migrations.count }
@@ -141,7 +151,7 @@ final class PostgresSessionStore: SessionStore {
     /// Runs a write; one the database did not take for want of the database (the connection lost, the
     /// server read-only, shutting down or out of room) is `StoreError.unavailable`. A constraint's
     /// refusal stays as it is, for the caller to read.
-    private func writing<T>(_ write: () async throws -> T) async throws -> T {
+    func writing<T>(_ write: () async throws -> T) async throws -> T {
         do {
             return try await write()
         } catch let error as PSQLError {
@@ -154,10 +164,12 @@ final class PostgresSessionStore: SessionStore {
 
     func update(
         _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
+        reporting messages: [WebhookMessage],
         committed: @escaping @Sendable () -> Void
     ) async throws -> Bool {
         let statement = UpdateSession(
-            session: session, expectedVersion: expectedVersion, events: events, instanceID: instanceID)
+            session: session, expectedVersion: expectedVersion, events: events, messages: messages,
+            instanceID: instanceID)
         // One row when written, saying whether this instance now holds the verification. An entry left
         // by an earlier write is replaced either way; one used meanwhile is refused by its version.
         let claimed = try await writing { try await all(statement).first }
@@ -411,7 +423,11 @@ private struct UpdateSession: PostgresPreparedStatement {
             RETURNING id, verifier),
         e AS (
             INSERT INTO linkrelay_events (session_id, seq, data)
-            SELECT s.id, x.seq, x.data FROM s, unnest($9::int8[], $10::text[]) AS x (seq, data))
+            SELECT s.id, x.seq, x.data FROM s, unnest($9::int8[], $10::text[]) AS x (seq, data)),
+        w AS (
+            INSERT INTO linkrelay_webhooks (id, session_id, type, created_at, state, next_attempt_at, attempts, payload)
+            SELECT x.id, s.id, x.type, x.at, 'pending', x.at, '[]', x.payload
+            FROM s, unnest($13::text[], $14::text[], $15::timestamptz[], $16::text[]) AS x (id, type, at, payload))
         SELECT (SELECT pg_notify('\(PostgresSessionStore.channel)', s.id || ' ' || $11::text) WHERE $12),
             coalesce(s.verifier = $7, false)
         FROM s
@@ -419,13 +435,15 @@ private struct UpdateSession: PostgresPreparedStatement {
     var session: Session
     var expectedVersion: Int
     var events: [SessionEvent]
+    var messages: [WebhookMessage]
     var instanceID: String
     func makeBindings() -> PostgresBindings {
         .init(
             session.id, session.state.rawValue, session.version, session.expiresAt,
             String(decoding: session.storedJSON, as: UTF8.self), session.verificationPending, instanceID,
             expectedVersion, events.map(\.seq), events.map { String(decoding: $0.storedJSON, as: UTF8.self) },
-            events.last?.seq ?? 0, !events.isEmpty)
+            events.last?.seq ?? 0, !events.isEmpty, messages.map(\.id), messages.map(\.type),
+            messages.map(\.createdAt), messages.map { String(decoding: $0.payload, as: UTF8.self) })
     }
 
     /// Whether the session's verifier is now this instance (the `pg_notify` column is not read).

@@ -28,6 +28,16 @@ enum SQLiteMigrations {
         ],
         // One row that readiness writes, to learn that the file still takes writes.
         ["CREATE TABLE IF NOT EXISTS health (id INTEGER PRIMARY KEY, checked_at INTEGER NOT NULL)"],
+        // The webhook outbox (`SQLiteSessionStore+Webhooks`); times in milliseconds since 1970.
+        [
+            """
+            CREATE TABLE webhook_messages (
+                id TEXT PRIMARY KEY, session_id TEXT NOT NULL, type TEXT NOT NULL, created_at INTEGER NOT NULL,
+                state TEXT NOT NULL, next_attempt_at INTEGER NOT NULL, attempts TEXT NOT NULL, payload TEXT NOT NULL)
+            """,
+            "CREATE INDEX webhook_messages_due ON webhook_messages (next_attempt_at) WHERE state = 'pending'",
+            "CREATE INDEX webhook_messages_by_state ON webhook_messages (state, created_at)",
+        ],
     ]
 
     static var schemaVersion: Int { steps.count }

@@ -49,7 +49,7 @@ final class SQLiteSessionStore: SessionStore {
     /// checkpoints after all.
     static let backstopCheckpointPages = 20_000
 
-    private let writer: SQLiteWriter
+    let writer: SQLiteWriter
     private let readers: [(connection: SQLiteConnection, lock: AsyncMutex)]
     private let checkpointer: SQLiteCheckpointer
     private let checkpointing: Task<Void, Never>
@@ -145,7 +145,7 @@ final class SQLiteSessionStore: SessionStore {
     /// Runs a write through the writer. One that SQLite could not make (the disk read-only or full,
     /// the file removed) is `StoreError.unavailable`, and the store counts as failing until a write
     /// goes through again.
-    private func write<T: Sendable>(
+    func write<T: Sendable>(
         _ body: @escaping @Sendable (SQLiteWriter.Connection) throws -> T,
         committed: @escaping @Sendable (Result<T, any Error>) -> Void = { _ in }
     ) async throws -> T {
@@ -204,6 +204,7 @@ final class SQLiteSessionStore: SessionStore {
 
     func update(
         _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
+        reporting messages: [WebhookMessage],
         committed: @escaping @Sendable () -> Void
     ) async throws -> Bool {
         var appended = SQLiteWriter.Value.null
@@ -224,7 +225,9 @@ final class SQLiteSessionStore: SessionStore {
             // table, with a page cache of its own, for every update.
             { connection in
                 _ = try connection.step(Self.updateSQL, values)
-                return connection.changes == 1
+                guard connection.changes == 1 else { return false }
+                for message in messages { try Self.insert(message, connection) }
+                return true
             },
             committed: { [cache] changed in
                 // A refused write means the file holds a newer version than the caller read, and after a
@@ -339,7 +342,7 @@ final class SQLiteSessionStore: SessionStore {
     // MARK: - helpers
 
     /// One statement on a reader connection that runs nothing else meanwhile (see the type's notes).
-    private func read(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+    func read(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
         let index = nextReader.withLock { next in
             defer { next = (next + 1) % readers.count }
             return next

@@ -1,0 +1,95 @@
+import Foundation
+
+/// One event reported to the integrator's webhook URL (API.md v1.1 "Webhooks"): written to the outbox in
+/// the transaction that records the event, then sent until a receiver takes it or 24 hours pass.
+public struct WebhookMessage: Sendable, Equatable {
+    public enum State: String, Sendable, Codable, CaseIterable {
+        case pending, delivered, failed
+    }
+
+    /// One try at sending the message.
+    public struct Attempt: Sendable, Equatable, Codable {
+        public var at: Date
+        /// The receiver's HTTP status; nil when no answer came.
+        public var status: Int?
+        /// Why the attempt did not count as delivered; nil when it did.
+        public var error: String?
+        public var durationMs: Int
+
+        public init(at: Date, status: Int?, error: String?, durationMs: Int) {
+            self.at = at
+            self.status = status
+            self.error = error
+            self.durationMs = durationMs
+        }
+    }
+
+    /// `msg_` and 22 random characters: the `webhook-id`, the same on every attempt.
+    public var id: String
+    /// `session.tapped`, `session.verified`, …
+    public var type: String
+    public var sessionId: String
+    public var createdAt: Date
+    /// The exact body that is signed and sent, written once when the event happens.
+    public var payload: [UInt8]
+    public var state: State
+    /// While pending: when the next attempt is due (or, while one runs, when its lease ends).
+    public var nextAttemptAt: Date
+    public var attempts: [Attempt]
+
+    public init(
+        id: String = "msg_" + Secrets.token(length: 22), type: String, sessionId: String, createdAt: Date,
+        payload: [UInt8], state: State = .pending, nextAttemptAt: Date? = nil, attempts: [Attempt] = []
+    ) {
+        self.id = id
+        self.type = type
+        self.sessionId = sessionId
+        self.createdAt = createdAt
+        self.payload = payload
+        self.state = state
+        self.nextAttemptAt = nextAttemptAt ?? createdAt
+        self.attempts = attempts
+    }
+
+    /// The message type that reports `kind`; nil for `waiting`, which the integrator's own create call saw.
+    public static func type(reporting kind: SessionEvent.Kind) -> String? {
+        switch kind {
+        case .waiting: nil
+        case .tapped: "session.tapped"
+        case .result(let outcome): "session." + outcome.rawValue
+        case .expired: "session.expired"
+        case .cancelled: "session.cancelled"
+        }
+    }
+
+    /// Reported when a bind's answer is kept on the session (no channel event goes with it).
+    public static let bound = "session.bound"
+}
+
+/// How far behind the outbox is.
+public struct WebhookBacklog: Sendable, Equatable {
+    public var pending: Int
+    public var oldestPending: Date?
+
+    public init(pending: Int, oldestPending: Date?) {
+        self.pending = pending
+        self.oldestPending = oldestPending
+    }
+}
+
+/// The webhook outbox, kept in the sessions' own store so that a message is written with the event it
+/// reports (`SessionStore.update(…reporting:…)`), never without it and never lost after it.
+public protocol WebhookOutbox: Sendable {
+    /// Up to `limit` pending messages due by `now`, oldest due first, each leased until `leaseUntil`:
+    /// until then no other caller (on any instance) claims it again.
+    func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage]
+    /// Stores an attempt's outcome: the message's state, its next attempt and its attempts.
+    func recordWebhookAttempt(_ message: WebhookMessage) async throws
+    /// Messages, newest first; every state when `state` is nil.
+    func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage]
+    /// Makes the message pending and due at `now`, whatever its state; nil when there is none.
+    func retryWebhook(id: String, now: Date) async throws -> WebhookMessage?
+    func webhookBacklog() async throws -> WebhookBacklog
+    /// Deletes delivered and failed messages created before `date`.
+    func pruneWebhooks(createdBefore date: Date) async throws
+}

@@ -1,0 +1,92 @@
+import Foundation
+import LinkRelayCore
+import PostgresNIO
+
+/// The webhook outbox in PostgreSQL: messages are inserted by the statement that records their event
+/// (`UpdateSession`); instances share it, and `FOR UPDATE SKIP LOCKED` gives each due message to one.
+extension PostgresSessionStore {
+    private static let columns = "id, session_id, type, created_at, state, next_attempt_at, attempts, payload"
+
+    func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
+        try await writing {
+            try await webhooks(
+                """
+                UPDATE linkrelay_webhooks SET next_attempt_at = \(leaseUntil)
+                WHERE id IN (
+                    SELECT id FROM linkrelay_webhooks WHERE state = 'pending' AND next_attempt_at <= \(now)
+                    ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING \(unescaped: Self.columns)
+                """)
+        }
+    }
+
+    func recordWebhookAttempt(_ message: WebhookMessage) async throws {
+        let attempts = String(decoding: WebhookMessage.storedAttempts(message.attempts), as: UTF8.self)
+        try await writing {
+            _ = try await client.query(
+                """
+                UPDATE linkrelay_webhooks SET state = \(message.state.rawValue),
+                    next_attempt_at = \(message.nextAttemptAt), attempts = \(attempts)
+                WHERE id = \(message.id)
+                """, logger: logger
+            ).collect()
+        }
+    }
+
+    func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+        guard let state else {
+            return try await webhooks(
+                "SELECT \(unescaped: Self.columns) FROM linkrelay_webhooks ORDER BY created_at DESC, id DESC LIMIT \(limit)"
+            )
+        }
+        return try await webhooks(
+            """
+            SELECT \(unescaped: Self.columns) FROM linkrelay_webhooks WHERE state = \(state.rawValue)
+            ORDER BY created_at DESC, id DESC LIMIT \(limit)
+            """)
+    }
+
+    func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
+        try await writing {
+            try await webhooks(
+                """
+                UPDATE linkrelay_webhooks SET state = 'pending', next_attempt_at = \(now) WHERE id = \(id)
+                RETURNING \(unescaped: Self.columns)
+                """
+            ).first
+        }
+    }
+
+    func webhookBacklog() async throws -> WebhookBacklog {
+        let rows = try await client.query(
+            "SELECT count(*), min(created_at) FROM linkrelay_webhooks WHERE state = 'pending'", logger: logger)
+        for try await (count, oldest) in rows.decode((Int, Date?).self) {
+            return WebhookBacklog(pending: count, oldestPending: oldest)
+        }
+        return WebhookBacklog(pending: 0, oldestPending: nil)
+    }
+
+    func pruneWebhooks(createdBefore date: Date) async throws {
+        try await writing {
+            _ = try await client.query(
+                "DELETE FROM linkrelay_webhooks WHERE state IN ('delivered', 'failed') AND created_at < \(date)",
+                logger: logger
+            ).collect()
+        }
+    }
+
+    private func webhooks(_ query: PostgresQuery) async throws -> [WebhookMessage] {
+        var messages: [WebhookMessage] = []
+        let rows = try await client.query(query, logger: logger)
+        for try await (id, session, type, created, state, next, attempts, payload) in rows.decode(
+            (String, String, String, Date, String, Date, String, String).self)
+        {
+            messages.append(
+                WebhookMessage(
+                    id: id, type: type, sessionId: session, createdAt: created, payload: Array(payload.utf8),
+                    state: WebhookMessage.State(rawValue: state) ?? .failed, nextAttemptAt: next,
+                    attempts: try WebhookMessage.attempts(stored: Array(attempts.utf8))))
+        }
+        return messages
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import LinkRelayCore
+import SQLiteNIO
+
+/// The webhook outbox in the sessions' file: messages are inserted by the write that records their event
+/// (`update`), and every change goes through the one writer.
+extension SQLiteSessionStore {
+    static func insert(_ message: WebhookMessage, _ connection: SQLiteWriter.Connection) throws {
+        _ = try connection.step(
+            """
+            INSERT INTO webhook_messages (id, session_id, type, created_at, state, next_attempt_at, attempts, payload)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(message.id), .text(message.sessionId), .text(message.type), .integer(message.createdAt.millis),
+                .text(message.state.rawValue), .integer(message.nextAttemptAt.millis),
+                .utf8(WebhookMessage.storedAttempts(message.attempts)), .utf8(message.payload),
+            ])
+    }
+
+    /// Reads the due messages, then leases them in one write that takes only those still due: this
+    /// process is the file's only writer, so nothing else can have leased them in between but itself.
+    func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
+        let due = try await webhooks(
+            "WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
+            [.integer(now.millis), .integer(limit)])
+        guard !due.isEmpty else { return [] }
+        let leased = try await write { connection in
+            try due.filter { message in
+                _ = try connection.step(
+                    """
+                    UPDATE webhook_messages SET next_attempt_at = ?
+                    WHERE id = ? AND state = 'pending' AND next_attempt_at <= ?
+                    """, [.integer(leaseUntil.millis), .text(message.id), .integer(now.millis)])
+                return connection.changes == 1
+            }
+        }
+        return leased
+    }
+
+    func recordWebhookAttempt(_ message: WebhookMessage) async throws {
+        try await write { connection in
+            _ = try connection.step(
+                "UPDATE webhook_messages SET state = ?, next_attempt_at = ?, attempts = ? WHERE id = ?",
+                [
+                    .text(message.state.rawValue), .integer(message.nextAttemptAt.millis),
+                    .utf8(WebhookMessage.storedAttempts(message.attempts)), .text(message.id),
+                ])
+        }
+    }
+
+    func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+        guard let state else {
+            return try await webhooks("ORDER BY created_at DESC, id DESC LIMIT ?", [.integer(limit)])
+        }
+        return try await webhooks(
+            "WHERE state = ? ORDER BY created_at DESC, id DESC LIMIT ?", [.text(state.rawValue), .integer(limit)])
+    }
+
+    func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
+        try await write { connection in
+            _ = try connection.step(
+                "UPDATE webhook_messages SET state = 'pending', next_attempt_at = ? WHERE id = ?",
+                [.integer(now.millis), .text(id)])
+        }
+        return try await webhooks("WHERE id = ?", [.text(id)]).first
+    }
+
+    func webhookBacklog() async throws -> WebhookBacklog {
+        let row = try await read(
+            "SELECT count(*) AS n, min(created_at) AS oldest FROM webhook_messages WHERE state = 'pending'"
+        ).first
+        let oldest = row?.column("oldest")?.integer.map { Date(millis: Int($0)) }
+        return WebhookBacklog(pending: Int(row?.column("n")?.integer ?? 0), oldestPending: oldest)
+    }
+
+    func pruneWebhooks(createdBefore date: Date) async throws {
+        try await write { connection in
+            _ = try connection.step(
+                "DELETE FROM webhook_messages WHERE state IN ('delivered', 'failed') AND created_at < ?",
+                [.integer(date.millis)])
+        }
+    }
+
+    private func webhooks(_ clause: String, _ binds: [SQLiteData]) async throws -> [WebhookMessage] {
+        try await read(
+            "SELECT id, session_id, type, created_at, state, next_attempt_at, attempts, payload FROM webhook_messages "
+                + clause, binds
+        ).map { row in
+            try WebhookMessage(
+                id: row.column("id")?.string ?? "", type: row.column("type")?.string ?? "",
+                sessionId: row.column("session_id")?.string ?? "",
+                createdAt: Date(millis: Int(row.column("created_at")?.integer ?? 0)),
+                payload: Array((row.column("payload")?.string ?? "").utf8),
+                state: WebhookMessage.State(rawValue: row.column("state")?.string ?? "") ?? .failed,
+                nextAttemptAt: Date(millis: Int(row.column("next_attempt_at")?.integer ?? 0)),
+                attempts: WebhookMessage.attempts(stored: Array((row.column("attempts")?.string ?? "[]").utf8)))
+        }
+    }
+}
+
+extension WebhookMessage {
+    /// Attempts as the stores keep them: JSON, dates as seconds since 2001.
+    static func storedAttempts(_ attempts: [Attempt]) -> [UInt8] {
+        Array((try? JSONEncoder().encode(attempts)) ?? Data("[]".utf8))
+    }
+
+    static func attempts(stored: [UInt8]) throws -> [Attempt] {
+        try JSONDecoder().decode([Attempt].self, from: Data(stored))
+    }
+}
+
+extension Date {
+    var millis: Int { Int((timeIntervalSince1970 * 1000).rounded()) }
+    init(millis: Int) { self.init(timeIntervalSince1970: TimeInterval(millis) / 1000) }
+}

@@ -1,0 +1,221 @@
+import AsyncHTTPClient
+import Foundation
+import LinkRelayCore
+import LinkRelaySupport
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+
+/// Sends the outbox's messages to the webhook URL, signed (Standard Webhooks), at least once each.
+///
+/// One loop claims due messages (leased, so no other instance sends them meanwhile) while fewer than
+/// `concurrency` are in flight, and each is sent in a task of its own on an HTTP client of its own:
+/// a receiver that is slow, down or huge in its answers ties up only these tasks and that client,
+/// never a tap, a channel or a call to Prove. It wakes when a write adds a message, when a send ends,
+/// and every `pollInterval` (for retries coming due, and for messages another instance left).
+final class WebhookSender: Service, Sendable {
+    /// A 2xx within this long of the attempt's start is a delivery (API.md v1.1).
+    static let attemptTimeout: TimeInterval = 15
+    /// How long a claimed message stays with its sender: past it, a sender that died has its messages
+    /// sent again by another (or by itself after a restart).
+    static let lease: TimeInterval = 60
+    static let retryFor: TimeInterval = 24 * 3600
+    /// The pause before retry n (the last repeats), each made 0.8 to 1.2 times as long (jitter), so that
+    /// a receiver that comes back is not met by every message at once.
+    static let delays: [TimeInterval] = [5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800]
+    static let concurrency = 16
+    static let pollInterval: TimeInterval = 1
+    /// The answer bodies read, then dropped: more, and the connection is closed instead.
+    static let maximumAnswerBytes = 64 * 1024
+    /// Delivered and failed messages are kept this long for `GET /v1/webhooks/messages`.
+    static let keepFor: TimeInterval = 7 * 24 * 3600
+    /// Attempts kept per message (the newest); only repeated manual retries reach it.
+    static let keptAttempts = 50
+
+    let settings: WebhookSettings
+    let outbox: any WebhookOutbox
+    let clock: any RelayClock
+    let metrics: RelayMetrics
+    let logger: Logger
+    private let client: HTTPClient
+    private let wakeUps = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    private let inFlight = Locked(0)
+    /// Whether the last attempt failed: its change is logged, not every attempt.
+    private let failing = Locked(false)
+
+    init(
+        settings: WebhookSettings, outbox: any WebhookOutbox, clock: any RelayClock, metrics: RelayMetrics,
+        logger: Logger
+    ) {
+        self.settings = settings
+        self.outbox = outbox
+        self.clock = clock
+        self.metrics = metrics
+        self.logger = logger
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: .seconds(5), read: .seconds(Int64(Self.attemptTimeout))))
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = Self.concurrency
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// A message was written, or a send ended: look for due messages now.
+    func wake() { wakeUps.continuation.yield() }
+
+    func run() async throws {
+        let ticker = Task { [clock] in
+            while (try? await clock.sleep(until: clock.now().addingTimeInterval(Self.pollInterval))) != nil {
+                wake()
+            }
+        }
+        var upkeep = Date.distantPast
+        await withDiscardingTaskGroup { group in
+            for await _ in wakeUps.stream.cancelOnGracefulShutdown() {
+                let now = clock.now()
+                if now >= upkeep {
+                    upkeep = now.addingTimeInterval(5)
+                    await keepUp(now)
+                }
+                let free = Self.concurrency - inFlight.value
+                guard free > 0 else { continue }
+                let claimed: [WebhookMessage]
+                do {
+                    claimed = try await outbox.claimWebhooks(
+                        dueBy: now, leaseUntil: now.addingTimeInterval(Self.lease), limit: free)
+                } catch {
+                    continue  // the store says so itself; the next tick tries again
+                }
+                inFlight.withLock { $0 += claimed.count }
+                for message in claimed {
+                    group.addTask {
+                        await self.send(message)
+                        self.inFlight.withLock { $0 -= 1 }
+                        self.wake()
+                    }
+                }
+                if claimed.count == free { wake() }  // there may be more due
+            }
+            // Shutting down: sends under way stop; their leases end and they go again (at least once).
+            group.cancelAll()
+        }
+        ticker.cancel()
+        try? await client.shutdown()
+    }
+
+    /// The queue's gauges, and the pruning of old delivered and failed messages.
+    private func keepUp(_ now: Date) async {
+        if let backlog = try? await outbox.webhookBacklog() {
+            metrics.webhookBacklog(backlog, at: now)
+        }
+        try? await outbox.pruneWebhooks(createdBefore: now.addingTimeInterval(-Self.keepFor))
+    }
+
+    /// One attempt, and its outcome stored. Should the store not take it, the lease runs out and the
+    /// message goes again.
+    func send(_ message: WebhookMessage) async {
+        let started = clock.now()
+        let timestamp = Int(started.timeIntervalSince1970)
+        var request = HTTPClientRequest(url: settings.url.absoluteString)
+        request.method = .POST
+        request.headers = [
+            "Content-Type": "application/json", "User-Agent": "LinkRelay-Webhooks",
+            "webhook-id": message.id, "webhook-timestamp": String(timestamp),
+            "webhook-signature": settings.signature(id: message.id, timestamp: timestamp, body: message.payload),
+        ]
+        request.body = .bytes(message.payload)
+        let begin = ContinuousClock.now
+        var status: Int?
+        var problem: String?
+        do {
+            let response = try await client.execute(
+                request, deadline: .now() + .seconds(Int64(Self.attemptTimeout)), logger: logger)
+            status = Int(response.status.code)
+            if !(200..<300).contains(response.status.code) { problem = "answered \(response.status.code)" }
+            // The head decides; the body is read (within the same deadline) only to keep the connection.
+            var read = 0
+            do {
+                for try await chunk in response.body {
+                    read += chunk.readableBytes
+                    if read > Self.maximumAnswerBytes { break }
+                }
+            } catch {}
+        } catch {
+            problem = Self.describe(error)
+        }
+        let elapsed = ContinuousClock.now - begin
+        var updated = message
+        updated.attempts.append(
+            .init(
+                at: started, status: status, error: problem,
+                durationMs: Int(
+                    elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)))
+        updated.attempts = Array(updated.attempts.suffix(Self.keptAttempts))
+        let outcome: WebhookOutcome
+        if problem == nil {
+            updated.state = .delivered
+            outcome = .delivered
+        } else if let next = Self.nextAttempt(
+            after: updated.attempts.count, now: clock.now(), createdAt: message.createdAt)
+        {
+            updated.nextAttemptAt = next
+            outcome = .retry
+        } else {
+            updated.state = .failed
+            outcome = .failed
+            logger.warning(
+                "Webhook message given up after 24 hours",
+                metadata: ["webhook_id": .string(message.id), "type": .string(message.type)])
+        }
+        metrics.webhookAttempt(outcome)
+        noteReceiver(working: problem == nil, problem: problem)
+        try? await outbox.recordWebhookAttempt(updated)
+    }
+
+    /// When the attempt after `attempts` attempts is due, with jitter; nil once 24 hours have passed.
+    /// The last one is made at the 24 hours' end.
+    static func nextAttempt(
+        after attempts: Int, now: Date, createdAt: Date, jitter: Double = .random(in: 0.8...1.2)
+    ) -> Date? {
+        let end = createdAt.addingTimeInterval(retryFor)
+        guard now < end else { return nil }
+        let delay = delays[min(max(attempts - 1, 0), delays.count - 1)] * jitter
+        return min(now.addingTimeInterval(delay), end)
+    }
+
+    /// The receiver's changes between working and failing are logged, not each attempt: a receiver
+    /// down at a thousand events a second would otherwise fill the log. Never the URL, never a body.
+    private func noteReceiver(working: Bool, problem: String?) {
+        let changed = failing.withLock { failing in
+            defer { failing = !working }
+            return failing == working
+        }
+        guard changed else { return }
+        if working {
+            logger.notice("The webhook receiver takes messages again")
+        } else {
+            logger.warning(
+                "The webhook receiver does not take messages; retrying", metadata: ["error": .string(problem ?? "")])
+        }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if error is CancellationError { return "cancelled" }
+        guard let error = error as? HTTPClientError else { return "connection failed" }
+        switch error {
+        case .deadlineExceeded, .readTimeout: return "timeout"
+        case .connectTimeout: return "connect timeout"
+        case .remoteConnectionClosed: return "connection closed"
+        default: return "connection failed"
+        }
+    }
+}
+
+/// How an attempt ended; the label of `linkrelay_webhook_deliveries_total`.
+enum WebhookOutcome: String, CaseIterable, Sendable {
+    case delivered
+    /// Not delivered; tried again later.
+    case retry
+    /// Not delivered within 24 hours: given up.
+    case failed
+}

@@ -1,0 +1,34 @@
+import Crypto
+import Foundation
+
+/// Where webhooks go and the key they are signed with (`--webhook-url`, `--webhook-secret`).
+public struct WebhookSettings: Sendable {
+    public let url: URL
+    /// The secret's decoded bytes: the HMAC key.
+    let key: SymmetricKey
+
+    /// Checks both settings; a problem is one line naming the flag.
+    public init(url text: String, secret: String) throws(ConfigurationError) {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+            let host = url.host, !host.isEmpty
+        else { throw ConfigurationError("--webhook-url: \"\(text)\" is not an http(s) URL") }
+        // Standard Webhooks: `whsec_` and the key in base64, 24 to 64 bytes. The secret is never echoed.
+        guard secret.hasPrefix("whsec_"), let bytes = Data(base64Encoded: String(secret.dropFirst(6))),
+            (24...64).contains(bytes.count)
+        else {
+            throw ConfigurationError(
+                "--webhook-secret: expected whsec_ followed by 24 to 64 bytes in base64 (e.g. whsec_$(openssl rand -base64 32))"
+            )
+        }
+        self.url = url
+        self.key = SymmetricKey(data: bytes)
+    }
+
+    /// `webhook-signature` for a message: `v1,` and the base64 HMAC-SHA256 of `{id}.{timestamp}.{body}`.
+    func signature(id: String, timestamp: Int, body: [UInt8]) -> String {
+        var hmac = HMAC<SHA256>(key: key)
+        hmac.update(data: Array("\(id).\(timestamp).".utf8))
+        hmac.update(data: body)
+        return "v1," + Data(hmac.finalize()).base64EncodedString()
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import LinkRelayCore
+
+/// `GET /v1/webhooks/messages` and `POST /v1/webhooks/messages/{id}/retry` (API key): what the outbox
+/// holds, and a message sent again now. 404 while no `--webhook-url` is set.
+final class WebhooksController: Sendable {
+    let sender: WebhookSender?
+    let authorize: @Sendable (RelayRequest) throws -> Void
+
+    init(sender: WebhookSender?, authorize: @escaping @Sendable (RelayRequest) throws -> Void) {
+        self.sender = sender
+        self.authorize = authorize
+    }
+
+    static let defaultLimit = 100
+    static let maximumLimit = 1000
+
+    /// `?state=pending|delivered|failed` (every state when absent), `?limit=` 1 to 1000; newest first.
+    func list(_ request: RelayRequest) throws -> Reply {
+        let sender = try configured(request)
+        var state: WebhookMessage.State?
+        if let text = request.queryItem("state") {
+            guard let parsed = WebhookMessage.State(rawValue: text) else {
+                throw Problem.badRequest("state is pending, delivered or failed.")
+            }
+            state = parsed
+        }
+        var limit = Self.defaultLimit
+        if let text = request.queryItem("limit") {
+            guard let number = Int(text), (1...Self.maximumLimit).contains(number) else {
+                throw Problem.badRequest("limit is a number from 1 to \(Self.maximumLimit).")
+            }
+            limit = number
+        }
+        return .later { [state, limit] in
+            let messages = try await sender.outbox.webhookMessages(state: state, limit: limit)
+            return .json(MessageList(messages: messages.map(MessageView.init)))
+        }
+    }
+
+    /// Makes the message pending and due now, whatever its state, and wakes the sender: 202.
+    func retry(_ request: RelayRequest) throws -> Reply {
+        let sender = try configured(request)
+        let id = String(request.parameters[0])
+        return .later {
+            guard let message = try await sender.outbox.retryWebhook(id: id, now: sender.clock.now()) else {
+                throw Problem.notFound("No webhook message has this id.")
+            }
+            sender.wake()
+            return .json(MessageView(message), status: .accepted)
+        }
+    }
+
+    private func configured(_ request: RelayRequest) throws -> WebhookSender {
+        try authorize(request)
+        guard let sender else { throw Problem.notFound("No webhook URL is configured (--webhook-url).") }
+        return sender
+    }
+
+    private struct MessageList: Encodable {
+        var messages: [MessageView]
+    }
+
+    /// A message as the routes show it: not its body, which `GET /v1/sessions/{id}` has.
+    struct MessageView: Encodable {
+        var id: String
+        var type: String
+        var sessionId: String
+        var state: WebhookMessage.State
+        var createdAt: Date
+        var nextAttemptAt: Date?
+        var attempts: [WebhookMessage.Attempt]
+
+        init(_ message: WebhookMessage) {
+            id = message.id
+            type = message.type
+            sessionId = message.sessionId
+            state = message.state
+            createdAt = message.createdAt
+            nextAttemptAt = message.state == .pending ? message.nextAttemptAt : nil
+            attempts = message.attempts
+        }
+    }
+}
