@@ -145,6 +145,8 @@ let package = Package(
                 "ProveAPI",
                 "ProveSandbox",
                 .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -38,6 +38,7 @@ final class WebhookSender: Service, Sendable {
     let clock: any RelayClock
     let metrics: RelayMetrics
     let logger: Logger
+    let attemptTimeout: TimeInterval
     private let client: HTTPClient
     private let wakeUps = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     private let inFlight = Locked(0)
@@ -46,8 +47,9 @@ final class WebhookSender: Service, Sendable {
 
     init(
         settings: WebhookSettings, outbox: any WebhookOutbox, clock: any RelayClock, metrics: RelayMetrics,
-        logger: Logger
+        logger: Logger, attemptTimeout: TimeInterval = WebhookSender.attemptTimeout
     ) {
+        self.attemptTimeout = attemptTimeout
         self.settings = settings
         self.outbox = outbox
         self.clock = clock
@@ -55,7 +57,7 @@ final class WebhookSender: Service, Sendable {
         self.logger = logger
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
-            timeout: .init(connect: .seconds(5), read: .seconds(Int64(Self.attemptTimeout))))
+            timeout: .init(connect: .seconds(5), read: .milliseconds(Int64(attemptTimeout * 1000))))
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = Self.concurrency
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
@@ -125,21 +127,29 @@ final class WebhookSender: Service, Sendable {
         ]
         request.body = .bytes(message.payload)
         let begin = ContinuousClock.now
+        let timeout = Duration.milliseconds(Int64(attemptTimeout * 1000))
         var status: Int?
         var problem: String?
         do {
-            let response = try await client.execute(
-                request, deadline: .now() + .seconds(Int64(Self.attemptTimeout)), logger: logger)
+            let response = try await client.execute(request, deadline: .now() + .init(timeout), logger: logger)
             status = Int(response.status.code)
             if !(200..<300).contains(response.status.code) { problem = "answered \(response.status.code)" }
-            // The head decides; the body is read (within the same deadline) only to keep the connection.
-            var read = 0
-            do {
-                for try await chunk in response.body {
-                    read += chunk.readableBytes
-                    if read > Self.maximumAnswerBytes { break }
+            // The head decides. The body is read only so that the connection can serve the next attempt,
+            // and only within the attempt's time: the client's deadline stops at the head.
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    var read = 0
+                    do {
+                        for try await chunk in response.body {
+                            read += chunk.readableBytes
+                            if read > Self.maximumAnswerBytes { return }
+                        }
+                    } catch {}
                 }
-            } catch {}
+                group.addTask { try? await Task.sleep(until: begin + timeout) }
+                await group.next()
+                group.cancelAll()
+            }
         } catch {
             problem = Self.describe(error)
         }

@@ -1,0 +1,143 @@
+import Foundation
+import LinkRelayCore
+import Logging
+import Testing
+
+@testable import LinkRelayServer
+
+/// The outbox as each store keeps it: the same behaviour from memory, SQLite and PostgreSQL.
+@Suite("Webhooks: the outbox in each store", .timeLimit(.minutes(2)))
+struct WebhookOutboxTests {
+    static var stores: [String] { ["memory", "sqlite"] + (TestPostgres.available ? ["postgres"] : []) }
+
+    /// Opens a new store of `kind`, runs `body`, and closes it even when `body` throws (SQLiteNIO stops a
+    /// process whose connections were left open).
+    static func withStore(_ kind: String, _ body: (any SessionStore) async throws -> Void) async throws {
+        let directory = try SQLiteStoreTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store: any SessionStore =
+            switch kind {
+            case "sqlite":
+                try await SQLiteSessionStore.open(
+                    path: directory.appendingPathComponent("relay.sqlite").path, logger: Logger(label: "test"))
+            case "postgres": try await PostgresStoreTests.open(try await TestPostgres.createDatabase())
+            default: MemorySessionStore()
+            }
+        do {
+            try await body(store)
+        } catch {
+            try await store.close()
+            throw error
+        }
+        try await store.close()
+    }
+
+    @Test(
+        "A message is written only with its change, leased to one claimer, retried, listed and pruned",
+        arguments: stores)
+    func contract(kind: String) async throws {
+        try await Self.withStore(kind) { store in
+            let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+            let message = try await WebhookFixtures.enqueue(store, at: t0)
+            // A change refused for its version writes no message.
+            var session = try #require(try await store.session(id: message.sessionId))
+            let stale = session.version - 1
+            session.version += 1
+            let lost = WebhookMessage(type: "session.cancelled", sessionId: session.id, createdAt: t0, payload: [])
+            #expect(
+                try await !store.update(
+                    session, expectedVersion: stale, appending: [], reporting: [lost], committed: {}))
+            #expect(try await store.webhookMessages(state: nil, limit: 10).map(\.id) == [message.id])
+            #expect(try await store.webhookBacklog() == WebhookBacklog(pending: 1, oldestPending: t0))
+
+            // Claimed once until its lease ends.
+            let claimed = try await store.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 10)
+            #expect(claimed.map(\.id) == [message.id])
+            #expect(claimed.first?.payload == message.payload)
+            #expect(try await store.claimWebhooks(dueBy: t0 + 59, leaseUntil: t0 + 120, limit: 10).isEmpty)
+            #expect(try await store.claimWebhooks(dueBy: t0 + 60, leaseUntil: t0 + 120, limit: 10).count == 1)
+
+            // An attempt's outcome is kept with its attempts.
+            var attempted = message
+            attempted.attempts = [.init(at: t0 + 60, status: 500, error: "answered 500", durationMs: 3)]
+            attempted.nextAttemptAt = t0 + 65
+            try await store.recordWebhookAttempt(attempted)
+            let pending = try await store.webhookMessages(state: .pending, limit: 10)
+            #expect(pending.first?.attempts == attempted.attempts)
+            #expect(pending.first?.nextAttemptAt == t0 + 65)
+            attempted.state = .delivered
+            try await store.recordWebhookAttempt(attempted)
+            #expect(try await store.webhookMessages(state: .delivered, limit: 10).map(\.id) == [message.id])
+            #expect(try await store.webhookMessages(state: .pending, limit: 10).isEmpty)
+            #expect(try await store.webhookBacklog() == WebhookBacklog(pending: 0, oldestPending: nil))
+
+            // A retry makes it due now, whatever its state.
+            #expect(try await store.retryWebhook(id: message.id, now: t0 + 100)?.state == .pending)
+            #expect(try await store.retryWebhook(id: "msg_unknown", now: t0 + 100) == nil)
+            #expect(try await store.claimWebhooks(dueBy: t0 + 100, leaseUntil: t0 + 160, limit: 10).count == 1)
+
+            // Pruning keeps what is pending.
+            let second = try await WebhookFixtures.enqueue(store, at: t0 + 1)
+            attempted.state = .failed
+            try await store.recordWebhookAttempt(attempted)
+            try await store.pruneWebhooks(createdBefore: t0 + 3600)
+            #expect(try await store.webhookMessages(state: nil, limit: 10).map(\.id) == [second.id])
+        }
+    }
+
+    @Test("Newest first, and at most the limit")
+    func listing() async throws {
+        try await Self.withStore("sqlite") { store in
+            let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+            var ids: [String] = []
+            for index in 0..<5 { ids.append(try await WebhookFixtures.enqueue(store, at: t0 + Double(index)).id) }
+            #expect(try await store.webhookMessages(state: nil, limit: 3).map(\.id) == Array(ids.reversed().prefix(3)))
+        }
+    }
+
+    @Test("Pending messages outlive the process: a reopened SQLite file still has them, due")
+    func survivesRestart() async throws {
+        let directory = try SQLiteStoreTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("relay.sqlite").path
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let first = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        let message = try? await WebhookFixtures.enqueue(first, at: t0)
+        // Claimed by the process that then stops: the lease ends, and the message is due again.
+        _ = try? await first.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 10)
+        try await first.close()
+        let second = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        let claimed = try? await second.claimWebhooks(dueBy: t0 + 60, leaseUntil: t0 + 120, limit: 10)
+        try await second.close()
+        #expect(claimed?.map(\.id) == [try #require(message).id])
+    }
+
+    @Test(
+        "Two instances claiming at once on PostgreSQL get each message once",
+        .enabled(if: TestPostgres.available, "LINKRELAY_TEST_POSTGRES_URL is not set"))
+    func claimsAcrossInstances() async throws {
+        let url = try await TestPostgres.createDatabase()
+        let a = try await PostgresStoreTests.open(url)
+        let b = try await PostgresStoreTests.open(url)
+        defer {
+            Task {
+                try await a.close()
+                try await b.close()
+            }
+        }
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        var all: Set<String> = []
+        for _ in 0..<60 { all.insert(try await WebhookFixtures.enqueue(a, at: t0).id) }
+        var claimed: [String] = []
+        while claimed.count < all.count {
+            async let fromA = a.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 7)
+            async let fromB = b.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 7)
+            let batch = try await fromA + fromB
+            #expect(!batch.isEmpty)
+            if batch.isEmpty { break }
+            claimed += batch.map(\.id)
+        }
+        #expect(claimed.count == all.count)
+        #expect(Set(claimed) == all)
+    }
+}

@@ -1,0 +1,265 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import LinkRelayCore
+import LinkRelayTestSupport
+import Testing
+
+@testable import LinkRelayServer
+
+/// An outbox that says when an attempt has been stored: the tests' way to await the sender.
+final class ObservedOutbox: WebhookOutbox {
+    let store: any SessionStore
+    let recorded: AsyncStream<WebhookMessage>
+    private let continuation: AsyncStream<WebhookMessage>.Continuation
+
+    init(_ store: any SessionStore) {
+        self.store = store
+        (recorded, continuation) = AsyncStream.makeStream()
+    }
+
+    func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
+        try await store.claimWebhooks(dueBy: now, leaseUntil: leaseUntil, limit: limit)
+    }
+    func recordWebhookAttempt(_ message: WebhookMessage) async throws {
+        try await store.recordWebhookAttempt(message)
+        continuation.yield(message)
+    }
+    func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+        try await store.webhookMessages(state: state, limit: limit)
+    }
+    func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
+        try await store.retryWebhook(id: id, now: now)
+    }
+    func webhookBacklog() async throws -> WebhookBacklog { try await store.webhookBacklog() }
+    func pruneWebhooks(createdBefore date: Date) async throws { try await store.pruneWebhooks(createdBefore: date) }
+}
+
+enum WebhookFixtures {
+    static let secret = "whsec_" + Data(repeating: 7, count: 32).base64EncodedString()
+
+    /// A stored session whose change put one message (`session.verified`) in the outbox.
+    @discardableResult
+    static func enqueue(_ store: any SessionStore, at now: Date) async throws -> WebhookMessage {
+        let session = Session(
+            id: Secrets.sessionID(), linkKey: Secrets.token(length: 22), channelToken: "t", createdAt: now,
+            expiresAt: now.addingTimeInterval(180), correlationId: "c", authToken: nil, clientRequestId: "r",
+            phoneNumber: "2001004014", finalTargetUrl: "https://relay.example/l/x", idempotencyKey: nil,
+            requestFingerprint: "f", desktopIPAddress: nil)
+        var changed = session
+        let first = changed.record(.waiting(expiresAt: session.expiresAt), at: now)
+        try await store.insert(changed, event: first)
+        let version = changed.version
+        let event = changed.record(.result(.verified), at: now)
+        changed.version = version + 1
+        let message = WebhookMessage(
+            type: "session.verified", sessionId: session.id, createdAt: now,
+            payload: Array(#"{"type":"session.verified"}"#.utf8))
+        #expect(
+            try await store.update(
+                changed, expectedVersion: version, appending: [event], reporting: [message], committed: {}))
+        return message
+    }
+
+    static func signature(_ received: WebhookReceiver.Received, secret: String = secret) throws -> String {
+        let key = SymmetricKey(data: try #require(Data(base64Encoded: String(secret.dropFirst(6)))))
+        let id = try #require(received.headers["webhook-id"])
+        let timestamp = try #require(received.headers["webhook-timestamp"])
+        let mac = HMAC<SHA256>.authenticationCode(for: Data("\(id).\(timestamp).\(received.body)".utf8), using: key)
+        return "v1," + Data(mac).base64EncodedString()
+    }
+}
+
+@Suite("Webhooks: settings and signatures")
+struct WebhookSettingsTests {
+    @Test("The signature is the one of the Standard Webhooks specification's example")
+    func specificationExample() throws {
+        let settings = try WebhookSettings(
+            url: "https://example.com/hook", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        let signature = settings.signature(
+            id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: Array(#"{"test": 2432232314}"#.utf8))
+        #expect(signature == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+    }
+
+    @Test(
+        "Start-up refuses a webhook URL that is not http(s), or a secret that is not whsec_ and base64, with one line",
+        arguments: [
+            (["webhook-url": ["ftp://example.com/hook"], "webhook-secret": [WebhookFixtures.secret]], "--webhook-url"),
+            (["webhook-url": ["https:///hook"], "webhook-secret": [WebhookFixtures.secret]], "--webhook-url"),
+            (
+                ["webhook-url": ["https://example.com/hook"], "webhook-secret": ["s3cr3t-not-whsec"]],
+                "--webhook-secret"
+            ),
+            (
+                ["webhook-url": ["https://example.com/hook"], "webhook-secret": ["whsec_%%%notbase64"]],
+                "--webhook-secret"
+            ),
+            (["webhook-url": ["https://example.com/hook"], "webhook-secret": ["whsec_c2hvcnQ="]], "--webhook-secret"),
+            (["webhook-url": ["https://example.com/hook"]], "--webhook-url"),
+            (["webhook-secret": [WebhookFixtures.secret]], "--webhook-secret"),
+        ])
+    func refusals(flags: [String: [String]], flag: String) throws {
+        do {
+            _ = try RelayConfiguration.resolve(flags: flags, environment: [:])
+            Issue.record("accepted \(flags)")
+        } catch {
+            #expect(error.description.hasPrefix(flag))
+            #expect(!error.description.contains("\n"))
+            // The secret is never echoed.
+            for secret in flags["webhook-secret"] ?? [] { #expect(!error.description.contains(secret.dropFirst(6))) }
+        }
+    }
+
+    @Test("The settings come from the environment too")
+    func environment() throws {
+        let configuration = try RelayConfiguration.resolve(
+            flags: [:],
+            environment: [
+                "LINKRELAY_WEBHOOK_URL": "http://127.0.0.1:9/hook", "LINKRELAY_WEBHOOK_SECRET": WebhookFixtures.secret,
+            ])
+        #expect(configuration.webhooks?.url.absoluteString == "http://127.0.0.1:9/hook")
+    }
+}
+
+@Suite("Webhooks: the sender")
+struct WebhookSenderTests {
+    let clock = ManualClock()
+    let store = MemorySessionStore()
+    let outbox: ObservedOutbox
+    let metrics = RelayMetrics()
+
+    init() { outbox = ObservedOutbox(store) }
+
+    /// Runs a sender to `url` for the duration of `body`.
+    func sending(
+        to url: String, attemptTimeout: TimeInterval = 15, _ body: (WebhookSender) async throws -> Void
+    ) async throws {
+        let sender = WebhookSender(
+            settings: try WebhookSettings(url: url, secret: WebhookFixtures.secret), outbox: outbox, clock: clock,
+            metrics: metrics, logger: quietLogger(), attemptTimeout: attemptTimeout)
+        let running = Task { try await sender.run() }
+        defer { running.cancel() }
+        try await body(sender)
+    }
+
+    func nextRecorded() async throws -> WebhookMessage {
+        var iterator = outbox.recorded.makeAsyncIterator()
+        return try #require(await iterator.next())
+    }
+
+    func deliveries(_ outcome: String) -> Int {
+        let text = String(decoding: metrics.registry.emitToBuffer(), as: UTF8.self)
+        let line = text.split(separator: "\n").first {
+            $0.hasPrefix("linkrelay_webhook_deliveries_total{outcome=\"\(outcome)\"}")
+        }
+        return Int(line?.split(separator: " ").last ?? "") ?? -1
+    }
+
+    @Test(
+        "A receiver that answers 500 gets the message again 4 to 6 s later, with the same webhook-id, and then takes it"
+    )
+    func retriedThenDelivered() async throws {
+        let receiver = WebhookReceiver([.status(500)])
+        try await receiver.serve { url in
+            try await sending(to: url) { sender in
+                let message = try await WebhookFixtures.enqueue(store, at: clock.now())
+                sender.wake()
+                let failed = try await nextRecorded()
+                #expect(failed.state == .pending)
+                #expect(failed.attempts.map(\.status) == [500])
+                let pause = failed.nextAttemptAt.timeIntervalSince(clock.now())
+                #expect((4...6).contains(pause))
+                clock.advance(by: 6)
+                let delivered = try await nextRecorded()
+                #expect(delivered.state == .delivered)
+                #expect(delivered.attempts.map(\.status) == [500, 204])
+                let received = await receiver.received
+                #expect(received.map { $0.headers["webhook-id"] } == [message.id, message.id])
+                for request in received {
+                    #expect(request.headers["webhook-signature"] == (try WebhookFixtures.signature(request)))
+                    #expect(request.body == #"{"type":"session.verified"}"#)
+                }
+                #expect(deliveries("retry") == 1 && deliveries("delivered") == 1)
+            }
+        }
+    }
+
+    @Test("A redirect is not followed and a 410 is retried like any other failure")
+    func redirectAndGone() async throws {
+        let receiver = WebhookReceiver([.status(302, location: "/elsewhere"), .status(410)])
+        try await receiver.serve { url in
+            try await sending(to: url) { sender in
+                try await WebhookFixtures.enqueue(store, at: clock.now())
+                sender.wake()
+                #expect(try await nextRecorded().attempts.last?.status == 302)
+                clock.advance(by: 6)
+                #expect(try await nextRecorded().attempts.last?.status == 410)
+                clock.advance(by: 36)
+                #expect(try await nextRecorded().state == .delivered)
+                #expect(await receiver.received.count == 3)
+            }
+        }
+    }
+
+    @Test("A receiver that never answers is given up on at the attempt timeout, and retried")
+    func hangingReceiver() async throws {
+        let receiver = WebhookReceiver([.hang])
+        try await receiver.serve { url in
+            try await sending(to: url, attemptTimeout: 0.5) { sender in
+                try await WebhookFixtures.enqueue(store, at: clock.now())
+                sender.wake()
+                let attempt = try await nextRecorded()
+                #expect(attempt.state == .pending)
+                #expect(attempt.attempts.last?.status == nil)
+                #expect(attempt.attempts.last?.error == "timeout")
+            }
+        }
+    }
+
+    @Test("An answer that drips or is huge is not read to its end: the 2xx counts, and the attempt ends")
+    func boundedAnswers() async throws {
+        let receiver = WebhookReceiver([.drip, .huge(megabytes: 64)])
+        try await receiver.serve { url in
+            try await sending(to: url, attemptTimeout: 1) { sender in
+                try await WebhookFixtures.enqueue(store, at: clock.now())
+                try await WebhookFixtures.enqueue(store, at: clock.now())
+                sender.wake()
+                let first = try await nextRecorded()
+                let second = try await nextRecorded()
+                #expect(first.state == .delivered && second.state == .delivered)
+                #expect(Set([first.attempts[0].status, second.attempts[0].status]) == [200])
+            }
+        }
+    }
+
+    @Test("After 24 hours of failures a message is given up, counted and listed as failed")
+    func givenUp() async throws {
+        let receiver = WebhookReceiver(Array(repeating: .status(503), count: 10))
+        try await receiver.serve { url in
+            try await sending(to: url) { sender in
+                try await WebhookFixtures.enqueue(store, at: clock.now())
+                sender.wake()
+                var last = try await nextRecorded()
+                while last.state == .pending {
+                    clock.advance(by: 10 * 3600)
+                    last = try await nextRecorded()
+                }
+                #expect(last.state == .failed)
+                #expect(last.attempts.count == 4)
+                #expect(deliveries("failed") == 1)
+                #expect(try await store.webhookMessages(state: .failed, limit: 10).map(\.id) == [last.id])
+            }
+        }
+    }
+
+    @Test("Retries come later each time, within 0.8 to 1.2 times the schedule, and the last at 24 hours")
+    func schedule() {
+        let start = Date(timeIntervalSince1970: 0)
+        #expect(WebhookSender.nextAttempt(after: 1, now: start, createdAt: start, jitter: 1) == start + 5)
+        #expect(WebhookSender.nextAttempt(after: 2, now: start, createdAt: start, jitter: 1.2) == start + 36)
+        #expect(WebhookSender.nextAttempt(after: 30, now: start, createdAt: start, jitter: 1) == start + 28800)
+        let late = start + 23 * 3600
+        #expect(WebhookSender.nextAttempt(after: 9, now: late, createdAt: start, jitter: 1) == start + 24 * 3600)
+        #expect(WebhookSender.nextAttempt(after: 10, now: start + 24 * 3600, createdAt: start) == nil)
+    }
+}
