@@ -263,3 +263,18 @@ struct WebhookSenderTests {
         #expect(WebhookSender.nextAttempt(after: 10, now: start + 24 * 3600, createdAt: start) == nil)
     }
 }
+
+@Suite("Webhooks: message types")
+struct WebhookTypeTests {
+    @Test("Every event but waiting has its message type")
+    func types() {
+        let now = Date()
+        #expect(WebhookMessage.type(reporting: .waiting(expiresAt: now)) == nil)
+        #expect(WebhookMessage.type(reporting: .tapped(asc: true)) == "session.tapped")
+        #expect(WebhookMessage.type(reporting: .result(.verified)) == "session.verified")
+        #expect(WebhookMessage.type(reporting: .result(.failed)) == "session.failed")
+        #expect(WebhookMessage.type(reporting: .result(.possessionRequired)) == "session.possession_required")
+        #expect(WebhookMessage.type(reporting: .expired) == "session.expired")
+        #expect(WebhookMessage.type(reporting: .cancelled(reason: .rejected)) == "session.cancelled")
+    }
+}
