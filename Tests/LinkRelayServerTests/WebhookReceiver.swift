@@ -36,6 +36,9 @@ actor WebhookReceiver {
 
     func script(_ more: Step...) { steps += more }
 
+    /// Drops what is left of the script: every request gets 204 from now on.
+    func recover() { steps = [] }
+
     /// Returns once `count` requests have come.
     func waitFor(_ count: Int) async {
         if received.count >= count { return }

@@ -252,6 +252,39 @@ struct WebhookSenderTests {
         }
     }
 
+    @Test("A receiver that is down gets one message every 5 s, not one per message; back, it gets the backlog at once")
+    func downReceiver() async throws {
+        let receiver = WebhookReceiver(Array(repeating: .status(503), count: 100))
+        try await receiver.serve { url in
+            try await sending(to: url) { sender in
+                for _ in 0..<100 { try await WebhookFixtures.enqueue(store, at: clock.now()) }
+                sender.wake()
+                // The first batch fails, and the breaker opens after 5 failures in a row.
+                for _ in 0..<WebhookSender.concurrency { _ = try await nextRecorded() }
+                #expect(sender.receiver.state == .open)
+                // Then one message per interval: 10 intervals, 10 attempts (and those claimed before it opened).
+                for _ in 1...10 {
+                    clock.advance(by: WebhookSender.probeInterval)
+                    _ = try await nextRecorded()
+                }
+                let attempts = await receiver.received.count
+                #expect(attempts >= WebhookSender.concurrency + 10)
+                #expect(attempts <= WebhookSender.concurrency + WebhookSender.receiverFailures - 1 + 10)
+                // Back: the next probe is taken, then the never-tried backlog goes at once.
+                await receiver.recover()
+                clock.advance(by: WebhookSender.probeInterval)
+                var delivered: Set<String> = []
+                while delivered.count < 100 {
+                    let attempt = try await nextRecorded()
+                    if attempt.state == .delivered { delivered.insert(attempt.id) }
+                    if delivered.count == 1 { clock.advance(by: 3600) }  // the retries of those that failed
+                }
+                #expect(try await store.webhookBacklog().pending == 0)
+                #expect(sender.receiver.state == .closed)
+            }
+        }
+    }
+
     @Test("Retries come later each time, within 0.8 to 1.2 times the schedule, and the last at 24 hours")
     func schedule() {
         let start = Date(timeIntervalSince1970: 0)

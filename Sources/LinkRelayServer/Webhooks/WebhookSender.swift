@@ -14,6 +14,11 @@ import ServiceLifecycle
 /// a receiver that is slow, down or huge in its answers ties up only these tasks and that client,
 /// never a tap, a channel or a call to Prove. It wakes when a write adds a message, when a send ends,
 /// and every `pollInterval` (for retries coming due, and for messages another instance left).
+///
+/// A circuit breaker stands for the receiver: after 5 failures in a row, one message goes every 5 s
+/// until one is taken. Meanwhile the others wait, due, without an attempt each: when the receiver is
+/// back, the backlog goes at once, not at each message's next retry, and an outage costs a few
+/// attempts rather than one per message and retry.
 final class WebhookSender: Service, Sendable {
     /// A 2xx within this long of the attempt's start is a delivery (API.md v1.1).
     static let attemptTimeout: TimeInterval = 15
@@ -32,6 +37,8 @@ final class WebhookSender: Service, Sendable {
     static let keepFor: TimeInterval = 7 * 24 * 3600
     /// Attempts kept per message (the newest); only repeated manual retries reach it.
     static let keptAttempts = 50
+    static let receiverFailures = 5
+    static let probeInterval: TimeInterval = 5
 
     let settings: WebhookSettings
     let outbox: any WebhookOutbox
@@ -42,8 +49,7 @@ final class WebhookSender: Service, Sendable {
     private let client: HTTPClient
     private let wakeUps = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     private let inFlight = Locked(0)
-    /// Whether the last attempt failed: its change is logged, not every attempt.
-    private let failing = Locked(false)
+    let receiver: CircuitBreaker
 
     init(
         settings: WebhookSettings, outbox: any WebhookOutbox, clock: any RelayClock, metrics: RelayMetrics,
@@ -55,6 +61,18 @@ final class WebhookSender: Service, Sendable {
         self.clock = clock
         self.metrics = metrics
         self.logger = logger
+        // Its changes are logged, not every attempt: a receiver down at a thousand events a second would
+        // otherwise fill the log. Never the URL (it may carry a token), a body or a header.
+        receiver = CircuitBreaker(
+            failureThreshold: Self.receiverFailures, openDuration: Self.probeInterval,
+            probeTimeout: attemptTimeout + Self.probeInterval
+        ) { _, to in
+            switch to {
+            case .open: logger.warning("The webhook receiver does not take messages; trying one every 5 s")
+            case .closed: logger.notice("The webhook receiver takes messages again")
+            case .halfOpen: break
+            }
+        }
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(5), read: .milliseconds(Int64(attemptTimeout * 1000))))
@@ -80,23 +98,27 @@ final class WebhookSender: Service, Sendable {
                     await keepUp(now)
                 }
                 let free = Self.concurrency - inFlight.value
-                guard free > 0 else { continue }
+                guard free > 0, let first = receiver.acquire(now: now) else { continue }
+                let limit = first.isProbe ? 1 : free
                 let claimed: [WebhookMessage]
                 do {
                     claimed = try await outbox.claimWebhooks(
-                        dueBy: now, leaseUntil: now.addingTimeInterval(Self.lease), limit: free)
+                        dueBy: now, leaseUntil: now.addingTimeInterval(Self.lease), limit: limit)
                 } catch {
                     continue  // the store says so itself; the next tick tries again
                 }
+                // No message to probe with: the receiver stays untried for another interval.
+                if claimed.isEmpty, first.isProbe { receiver.record(first, success: false, now: now) }
                 inFlight.withLock { $0 += claimed.count }
-                for message in claimed {
+                for (index, message) in claimed.enumerated() {
+                    let permit = index == 0 ? first : receiver.acquire(now: now)
                     group.addTask {
-                        await self.send(message)
+                        await self.send(message, permit: permit)
                         self.inFlight.withLock { $0 -= 1 }
                         self.wake()
                     }
                 }
-                if claimed.count == free { wake() }  // there may be more due
+                if claimed.count == limit, !first.isProbe { wake() }  // there may be more due
             }
             // Shutting down: sends under way stop; their leases end and they go again (at least once).
             group.cancelAll()
@@ -115,7 +137,7 @@ final class WebhookSender: Service, Sendable {
 
     /// One attempt, and its outcome stored. Should the store not take it, the lease runs out and the
     /// message goes again.
-    func send(_ message: WebhookMessage) async {
+    func send(_ message: WebhookMessage, permit: CircuitBreaker.Permit?) async {
         let started = clock.now()
         let timestamp = Int(started.timeIntervalSince1970)
         var request = HTTPClientRequest(url: settings.url.absoluteString)
@@ -178,7 +200,7 @@ final class WebhookSender: Service, Sendable {
                 metadata: ["webhook_id": .string(message.id), "type": .string(message.type)])
         }
         metrics.webhookAttempt(outcome)
-        noteReceiver(working: problem == nil, problem: problem)
+        if let permit { receiver.record(permit, success: problem == nil, now: clock.now()) }
         try? await outbox.recordWebhookAttempt(updated)
     }
 
@@ -191,22 +213,6 @@ final class WebhookSender: Service, Sendable {
         guard now < end else { return nil }
         let delay = delays[min(max(attempts - 1, 0), delays.count - 1)] * jitter
         return min(now.addingTimeInterval(delay), end)
-    }
-
-    /// The receiver's changes between working and failing are logged, not each attempt: a receiver
-    /// down at a thousand events a second would otherwise fill the log. Never the URL, never a body.
-    private func noteReceiver(working: Bool, problem: String?) {
-        let changed = failing.withLock { failing in
-            defer { failing = !working }
-            return failing == working
-        }
-        guard changed else { return }
-        if working {
-            logger.notice("The webhook receiver takes messages again")
-        } else {
-            logger.warning(
-                "The webhook receiver does not take messages; retrying", metadata: ["error": .string(problem ?? "")])
-        }
     }
 
     private static func describe(_ error: any Error) -> String {
