@@ -3,6 +3,8 @@ import Crypto
 import Foundation
 import LinkRelayCore
 import LinkRelayTestSupport
+import NIOCore
+import NIOPosix
 import Testing
 
 @testable import LinkRelayServer
@@ -213,6 +215,26 @@ struct WebhookSenderTests {
                 #expect(attempt.attempts.last?.status == nil)
                 #expect(attempt.attempts.last?.error == "timeout")
             }
+        }
+    }
+
+    @Test("A receiver that resets every connection is retried, and counted")
+    func resettingReceiver() async throws {
+        // Accepts, then closes at once with a reset (SO_LINGER 0), before any answer.
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelOption(.socketOption(.so_linger), value: 0)
+            .childChannelInitializer { channel in channel.close() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { server.close(promise: nil) }
+        let port = try #require(server.localAddress?.port)
+        try await sending(to: "http://127.0.0.1:\(port)/hook") { sender in
+            try await WebhookFixtures.enqueue(store, at: clock.now())
+            sender.wake()
+            let attempt = try await nextRecorded()
+            #expect(attempt.state == .pending)
+            #expect(attempt.attempts.last?.status == nil)
+            #expect(attempt.attempts.last?.error?.isEmpty == false)
+            #expect(deliveries("retry") == 1)
         }
     }
 
