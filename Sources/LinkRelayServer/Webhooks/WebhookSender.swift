@@ -120,7 +120,8 @@ final class WebhookSender: Service, Sendable {
                 }
                 if claimed.count == limit, !first.isProbe { wake() }  // there may be more due
             }
-            // Shutting down: sends under way stop; their leases end and they go again (at least once).
+            // Shutting down: sends under way stop, each stored as a failed attempt, and go again after a start
+            // (a send whose record is lost too goes once its lease ends): at least once.
             group.cancelAll()
         }
         ticker.cancel()
