@@ -4,9 +4,13 @@
 #
 #   Benchmarks/run.sh [N waiters, default 15000] [taps/s, default 1000] [soak sessions, default 100000]
 #
+# The last column is the relay again on each transport, sending signed webhooks to a receiver on loopback
+# (webhook-receiver.py): tap latencies beside the plain relay's, delivered/s and event→delivery p50 / p99,
+# and whether every session that got its result had both its messages (Benchmarks/webhooks.sh goes further).
+#
 # RELAY_FLAGS adds `serve` flags to every relay it starts, e.g. RELAY_FLAGS="--malloc-tuning on".
 #
-# Needs: apt-get install nginx libnginx-mod-nchan pushpin wrk postgresql; pip install aiohttp uvloop.
+# Needs: apt-get install nginx libnginx-mod-nchan pushpin wrk postgresql; pip install aiohttp uvloop standardwebhooks.
 # The anchors run under ../shared/bench (LINKRELAY_BENCH overrides); LinkRelay under this folder's copy of
 # its waiters.py, which taps on schedule instead of one tap after another, and from 127.0.0.2 (see
 # its --tap-from). Raw results stay in the printed directory.
@@ -94,6 +98,46 @@ for transport in longpoll ws sse; do
     stop_relay
 done
 
+echo "== LinkRelay + webhooks: the same waiters, with a webhook receiver on loopback" >&2
+# webhook-receiver.py answers 204 at once and keeps, per message, its arrival minus the body's timestamp.
+secret="whsec_$(head -c 32 /dev/urandom | base64)"
+python3 "$root/Benchmarks/webhook-receiver.py" --port $((port + 90)) --control-port $((port + 91)) --secret "$secret" \
+    >"$out/receiver.json" 2>"$out/receiver.err" &
+receiver_pid=$!
+trap 'stop_relay; kill -TERM "$receiver_pid" 2>/dev/null || true' EXIT
+receiver() { curl -sf -X "$1" "http://127.0.0.1:$((port + 91))/$2" "${@:3}"; }
+until receiver GET stats >/dev/null 2>&1; do
+    kill -0 "$receiver_pid" 2>/dev/null || { echo "the webhook receiver did not start: $out/receiver.err" >&2; exit 1; }
+    sleep 0.05
+done
+: >"$out/relay-webhooks.jsonl"
+for transport in longpoll ws sse; do
+    start_relay "webhooks-$transport" --webhook-url "http://127.0.0.1:$((port + 90))/hooks" --webhook-secret "$secret"
+    receiver POST mark >/dev/null
+    result=$(python3 "$root/Benchmarks/waiters.py" --target relay --transport "$transport" --n "$N" --rate "$RATE" \
+        --open-rate 3000 --end-settle 2 --base "http://127.0.0.1:$port" --api-key "$key" --pids "$relay_pid" \
+        --tap-from 127.0.0.2 --trace "$out/webhooks-$transport.trace" 2>>"$out/waiters.err" | tail -1) || true
+    # Every session that got its result has two messages coming (session.tapped, session.verified): up to 60 s.
+    awk '!/^#/ && $3 != "-" {print $4}' "$out/webhooks-$transport.trace" >"$out/webhooks-$transport.ids"
+    want=$((2 * $(wc -l <"$out/webhooks-$transport.ids")))
+    for _ in $(seq 120); do
+        [ "$(receiver GET stats | python3 -c 'import json, sys; print(json.load(sys.stdin)["window"]["delivered"])')" -ge "$want" ] && break
+        sleep 0.5
+    done
+    webhooks=$(receiver GET stats | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)["window"]))') || webhooks={}
+    check=$(receiver POST check -H 'Content-Type: application/json' -d "{\"sessions_file\": \"$out/webhooks-$transport.ids\",
+        \"types\": [\"session.tapped\", \"session.verified\"]}") || check={}
+    python3 -c 'import json, sys
+r = json.loads(sys.argv[1] or "{}")
+r.update(transport=sys.argv[2], webhooks=json.loads(sys.argv[3]), check=json.loads(sys.argv[4]))
+print(json.dumps(r))' "$result" "$transport" "$webhooks" "$check" >>"$out/relay-webhooks.jsonl"
+    stop_relay
+done
+receiver GET stats >"$out/receiver-total.json" || echo '{}' >"$out/receiver-total.json"
+kill -TERM "$receiver_pid" 2>/dev/null || true
+wait "$receiver_pid" 2>/dev/null || true
+trap stop_relay EXIT
+
 echo "== LinkRelay: landing throughput (wrk on a valid repeat landing)" >&2
 start_relay landing
 landing=$(bash "$root/Benchmarks/repeat-landing.sh" "$port" "$key")
@@ -166,6 +210,7 @@ out, landing_rps, page_bytes, create = sys.argv[1], float(sys.argv[2] or 0), sys
 rate = float(sys.argv[5])
 anchors = [json.loads(l) for l in open(f"{out}/anchors.jsonl") if l.startswith("{")]
 relay = [json.loads(l) for l in open(f"{out}/relay.jsonl") if l.startswith("{")]
+hooked = [json.loads(l) for l in open(f"{out}/relay-webhooks.jsonl") if l.startswith("{")]
 def find(rows, **kw):
     return next((r for r in rows if all(r.get(k) == v for k, v in kw.items())), {})
 def num(row, *path):
@@ -180,43 +225,56 @@ nchan_by = {t: find(anchors, target="nchan", transport=t) for t in ("longpoll", 
 pushpin = find(anchors, target="pushpin")
 static = find(anchors, target="nginx-static")
 print(f"\nresults in {out}\n")
-print("| figure | LinkRelay | nchan | Pushpin | LinkRelay / nchan |")
-print("|---|---|---|---|---|")
+print("| figure | LinkRelay | nchan | Pushpin | LinkRelay / nchan | LinkRelay + webhooks |")
+print("|---|---|---|---|---|---|")
 for transport, nchan in nchan_by.items():
     r = find(relay, transport=transport)
+    h = find(hooked, transport=transport)
+    hw, hc = h.get("webhooks", {}), h.get("check", {})
     pp = pushpin if transport == "longpoll" else {}
     for label, path in (("KiB per waiter", ("kib_per_waiter",)), ("tap→tapped p50 ms", ("tapped_ms", "p50")),
                         ("tap→tapped p99 ms", ("tapped_ms", "p99"))):
         a, b, c = num(r, *path), num(nchan, *path), num(pp, *path)
-        print(f"| {transport}: {label} | {fmt(a)} | {fmt(b)} | {fmt(c)} | {ratio(a, b)} |")
-    print(f"| {transport}: tap→result p50 / p99 ms | {fmt(num(r, 'result_ms', 'p50'))} / {fmt(num(r, 'result_ms', 'p99'))} | | | |")
+        print(f"| {transport}: {label} | {fmt(a)} | {fmt(b)} | {fmt(c)} | {ratio(a, b)} | {fmt(num(h, *path))} |")
+    print(f"| {transport}: tap→result p50 / p99 ms | {fmt(num(r, 'result_ms', 'p50'))} / {fmt(num(r, 'result_ms', 'p99'))} | | | "
+          f"| {fmt(num(h, 'result_ms', 'p50'))} / {fmt(num(h, 'result_ms', 'p99'))} |")
     print(f"| {transport}: RSS MiB idle / {r.get('n', '-')} open / after they went | "
-          f"{fmt(round(r.get('idle_kib', 0) / 1024, 1))} / {fmt(num(r, 'rss_after_mib'))} / {fmt(num(r, 'rss_end_mib'))} | | | |")
-    print(f"| {transport}: taps sent in s (at {r.get('n', 0) / rate:.0f} s on schedule) | {fmt(num(r, 'tap_s'))} | {fmt(num(nchan, 'tap_s'))} | {fmt(num(pp, 'tap_s'))} | |")
+          f"{fmt(round(r.get('idle_kib', 0) / 1024, 1))} / {fmt(num(r, 'rss_after_mib'))} / {fmt(num(r, 'rss_end_mib'))} | | | "
+          f"| - / {fmt(num(h, 'rss_after_mib'))} / - |")
+    print(f"| {transport}: taps sent in s (at {r.get('n', 0) / rate:.0f} s on schedule) | {fmt(num(r, 'tap_s'))} | {fmt(num(nchan, 'tap_s'))} | {fmt(num(pp, 'tap_s'))} | "
+          f"| {fmt(num(h, 'tap_s'))} |")
     print(f"| {transport}: failed / delivered | {r.get('failed', '-')} / {r.get('delivered', '-')} "
           f"| {nchan.get('failed', '-')} / {nchan.get('delivered', '-')} "
-          f"| {pp.get('failed', '-')} / {pp.get('delivered', '-')} | |")
+          f"| {pp.get('failed', '-')} / {pp.get('delivered', '-')} | | {h.get('failed', '-')} / {h.get('delivered', '-')} |")
+    # The receiver's figures: first deliveries over the span from the first to the last, and each message's
+    # arrival minus its body's timestamp (when the event happened).
+    print(f"| {transport}: webhooks delivered/s; event→delivery p50 / p99 ms | | | | "
+          f"| {fmt(num(hw, 'delivered_per_s'))}; {fmt(num(hw, 'event_to_delivery_ms', 'p50'))} / "
+          f"{fmt(num(hw, 'event_to_delivery_ms', 'p99'))} |")
+    missing = hc.get("missing", {})
+    print(f"| {transport}: webhooks: sessions with both messages / with a result; duplicates | | | | "
+          f"| {fmt(hc.get('complete'))} / {fmt(hc.get('expected'))}; {fmt(hw.get('duplicates'))} |")
 srv = static.get("requests_per_s")
-print(f"| landing requests/s ({page_bytes} B page; nginx: 100 B) | {fmt(landing_rps)} | {fmt(srv)} (nginx) | | {ratio(landing_rps, srv)} |")
-print(f"| session creations/s (failed) | {create[0] if create else '-'} ({create[1] if len(create) > 1 else '-'}) | | | |")
+print(f"| landing requests/s ({page_bytes} B page; nginx: 100 B) | {fmt(landing_rps)} | {fmt(srv)} (nginx) | | {ratio(landing_rps, srv)} | |")
+print(f"| session creations/s (failed) | {create[0] if create else '-'} ({create[1] if len(create) > 1 else '-'}) | | | | |")
 def over(end, rest, start):
     return f" (end = {end / rest:.3f}x at rest, {end / start:.3f}x at start)" if end and rest and start else ""
 soak = json.load(open(f"{out}/soak.json"))
 soak_start = soak.get("start_kib", 0) / 1024
 print(f"| {fmt(soak.get('sessions'))} whole sessions: finished, RSS MiB at start / at rest / after 1,000 / 65 s after the last | "
       f"{fmt(soak.get('finished'))} in {soak.get('seconds', '-')} s, {fmt(round(soak_start, 1))} / {soak.get('idle_mib', '-')} / "
-      f"{soak.get('warm_mib', '-')} / {soak.get('end_mib', '-')}{over(soak.get('end_mib'), soak.get('idle_mib'), soak_start)} | | | |")
+      f"{soak.get('warm_mib', '-')} / {soak.get('end_mib', '-')}{over(soak.get('end_mib'), soak.get('idle_mib'), soak_start)} | | | | |")
 gone = json.load(open(f"{out}/gone.json"))
 gone_start, gone_idle = gone.get("start_kib", 0) / 1024, gone.get("idle_kib", 0) / 1024
 gone_end = gone.get("rss_end_mib")
 print(f"| {fmt(gone.get('n'))} WebSockets (separate sandbox): RSS MiB at start / at rest / open / 65 s after they went | "
       f"{fmt(round(gone_start, 1))} / {fmt(round(gone_idle, 1))} / {fmt(num(gone, 'rss_after_mib'))} / {fmt(gone_end)}"
-      f"{over(gone_end, gone_idle, gone_start)}, {gone.get('failed', '-')} failed | | | |")
+      f"{over(gone_end, gone_idle, gone_start)}, {gone.get('failed', '-')} failed | | | | |")
 two = json.load(open(f"{out}/two-instances.json"))
 print(f"| two instances on PostgreSQL, WebSocket, 500 taps/s: landing on A → tapped on B p50 / p99 ms, result p99 ms, "
       f"failed / delivered | {fmt(num(two, 'tapped_ms', 'p50'))} / {fmt(num(two, 'tapped_ms', 'p99'))}, "
-      f"{fmt(num(two, 'result_ms', 'p99'))}, {two.get('failed', '-')} / {two.get('delivered', '-')} | | | |")
+      f"{fmt(num(two, 'result_ms', 'p99'))}, {two.get('failed', '-')} / {two.get('delivered', '-')} | | | | |")
 first = relay[0] if relay else {}
-print(f"| start-up to ready ms | {first.get('startup_ms', '-')} | | | |")
-print(f"| idle RSS MiB | {fmt(round(first.get('idle_kib', 0) / 1024, 1))} | | | |")
+print(f"| start-up to ready ms | {first.get('startup_ms', '-')} | | | | |")
+print(f"| idle RSS MiB | {fmt(round(first.get('idle_kib', 0) / 1024, 1))} | | | | |")
 EOF
