@@ -75,7 +75,8 @@ public func buildLinkRelay(
         (store, postgres) = (opened, opened)
     }
 
-    let metrics = RelayMetrics()
+    let metrics = RelayMetrics(clock: clock)
+    metrics.connectionCap(configuration.maxConnections)
     // The process-wide client: it lives as long as the process, so no path can leave it unshut.
     let httpClient = HTTPClient.shared
     // Back-off between attempts waits on an event loop's timer, as the relay's other waits do (`EventLoopClock`).
@@ -163,7 +164,11 @@ public func buildLinkRelay(
         channels: channels,
         sessions: sessions,
         webhooks: WebhooksController(sender: webhookSender) { try sessions.authorize($0) },
-        operations: operations, pages: pages,
+        operations: operations,
+        opsPage: OpsPage(
+            metrics: metrics, store: store, sharedStore: postgres != nil, breaker: breaker, webhooks: webhookSender,
+            apiKeys: configuration.apiKeys, pages: pages, limits: limits, clock: clock),
+        pages: pages,
         demo: sandbox.map {
             DemoController(service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL)
         },
@@ -198,7 +203,7 @@ public func buildLinkRelay(
             OpenConnections.PerAddress(
                 maximum: $0, trustedProxies: configuration.trustedProxies, securityEvents: securityEvents)
         },
-        frontDoor: frontDoor, logger: logger
+        frontDoor: frontDoor, logger: logger, counted: metrics.connectionsOpen
     ) { channel in
         logger.notice(
             "LinkRelay listening",
