@@ -149,7 +149,9 @@ public func buildLinkRelay(
     }
 
     let writer = ResponseWriter(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
-    let operations = OpsController(service: service, draining: draining, listener: listener)
+    let liveSessions = LiveSessions(store: store, clock: clock, metrics: metrics)
+    let operations = OpsController(
+        service: service, draining: draining, listener: listener, liveSessions: liveSessions)
     let gate = ChannelGate(
         store: store, allowedOrigins: Set(configuration.allowedOrigins), securityEvents: securityEvents)
     let channels = ChannelsController(gate: gate, limits: limits)
@@ -166,7 +168,8 @@ public func buildLinkRelay(
         webhooks: WebhooksController(sender: webhookSender) { try sessions.authorize($0) },
         operations: operations,
         opsPage: OpsPage(
-            metrics: metrics, store: store, sharedStore: postgres != nil, breaker: breaker, webhooks: webhookSender,
+            metrics: metrics, live: liveSessions, sharedStore: postgres != nil, breaker: breaker,
+            webhooks: webhookSender,
             apiKeys: configuration.apiKeys, pages: pages, limits: limits, clock: clock),
         pages: pages,
         demo: sandbox.map {

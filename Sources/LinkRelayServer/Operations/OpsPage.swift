@@ -14,7 +14,7 @@ import NIOHTTP1
 /// that of the other pages plus `script-src 'self'; connect-src 'self'`.
 final class OpsPage: Sendable {
     let metrics: RelayMetrics
-    let store: any SessionStore
+    let live: LiveSessions
     /// True with PostgreSQL: the store is shared by every instance.
     let sharedStore: Bool
     let breaker: CircuitBreaker
@@ -23,21 +23,17 @@ final class OpsPage: Sendable {
     let pages: Pages
     let limits: RequestLimits
     let clock: any RelayClock
-    /// The live sessions as last counted: one grouped query at most every `liveCacheSeconds`, however
-    /// many pages refresh.
-    private let liveCache = Locked<(at: Date, counts: [LiveSessionCount])?>(nil)
-    static let liveCacheSeconds: TimeInterval = 5
 
     static let realm = "LinkRelay ops"
     static let defaultRefresh = 10
     static let refreshRange = 2...300
 
     init(
-        metrics: RelayMetrics, store: any SessionStore, sharedStore: Bool, breaker: CircuitBreaker,
+        metrics: RelayMetrics, live: LiveSessions, sharedStore: Bool, breaker: CircuitBreaker,
         webhooks: WebhookSender?, apiKeys: [String], pages: Pages, limits: RequestLimits, clock: any RelayClock
     ) {
         self.metrics = metrics
-        self.store = store
+        self.live = live
         self.sharedStore = sharedStore
         self.breaker = breaker
         self.webhooks = webhooks
@@ -120,54 +116,32 @@ final class OpsPage: Sendable {
         return section
     }
 
-    /// The age buckets of holds in progress, in bins of `LiveSessionCount.binSeconds`.
-    static let ageBuckets: [(label: String, bins: ClosedRange<Int>)] = [
-        ("0–30 s", 0...0), ("30–60 s", 1...1), ("1–2 min", 2...3), ("2–3 min", 4...5), ("3–5 min", 6...9),
-        ("5 min +", 10...Int.max),
-    ]
-
     func liveSessions() async -> OpsSection {
         var section = OpsSection(
             id: "sessions", title: "Sessions in progress",
             scope: sharedStore ? "all instances (from the store)" : "this instance (from the store)")
         let counts: [LiveSessionCount]
         do {
-            counts = try await liveCounts()
+            counts = try await live.counts()
         } catch {
             section.note = "The store did not answer: the sessions in progress are unknown right now."
             return section
         }
-        func count(_ state: SessionState, _ bins: ClosedRange<Int>? = nil) -> Int {
-            counts.filter { entry in entry.state == state && (bins?.contains(entry.ageBin) ?? true) }
-                .reduce(0) { $0 + $1.count }
-        }
+        let waiting = LiveSessions.buckets(counts, .waiting)
+        let tapped = LiveSessions.buckets(counts, .tapped)
         section.figures = [
-            .init(label: "Waiting", value: String(count(.waiting))),
-            .init(label: "Tapped", value: String(count(.tapped))),
+            .init(label: "Waiting", value: String(waiting.reduce(0, +))),
+            .init(label: "Tapped", value: String(tapped.reduce(0, +))),
         ]
         section.charts = [
             SVGChart.bars(
                 label: "Holds in progress by age",
                 series: [
-                    .init(
-                        name: "waiting", color: Palette.blue, values: Self.ageBuckets.map { count(.waiting, $0.bins) }),
-                    .init(
-                        name: "tapped", color: Palette.amber, values: Self.ageBuckets.map { count(.tapped, $0.bins) }),
-                ], rows: Self.ageBuckets.map(\.label))
+                    .init(name: "waiting", color: Palette.blue, values: waiting),
+                    .init(name: "tapped", color: Palette.amber, values: tapped),
+                ], rows: LiveSessions.ageBuckets.map(\.label))
         ]
         return section
-    }
-
-    private func liveCounts() async throws -> [LiveSessionCount] {
-        let now = clock.now()
-        if let cached = liveCache.withLock({ $0 }), now.timeIntervalSince(cached.at) < Self.liveCacheSeconds,
-            now >= cached.at
-        {
-            return cached.counts
-        }
-        let counts = try await store.liveSessionCounts(at: now)
-        liveCache.withLock { $0 = (now, counts) }
-        return counts
     }
 
     func lastHour(_ activity: RecentActivity.Snapshot) -> OpsSection {

@@ -29,6 +29,7 @@ public final class RelayMetrics: ProveCallObserver {
     private let taps: Counter
     private let openConnections: Gauge
     private let maxConnections: Gauge
+    private let inProgress: [SessionState: [Gauge]]
     /// The last hour, minute by minute, for the ops page.
     let recent: RecentActivity
     /// What the gauges say, readable (Prometheus's gauges are write-only): for the ops page.
@@ -57,6 +58,19 @@ public final class RelayMetrics: ProveCallObserver {
             descriptor: .init(
                 metricName: "linkrelay_max_connections", unitName: "",
                 helpText: "Connections the main listener holds at most (--max-connections)"))
+        var inProgress: [SessionState: [Gauge]] = [:]
+        let registry = registry
+        for state in [SessionState.waiting, .tapped] {
+            inProgress[state] = LiveSessions.ageBuckets.map { bucket in
+                registry.makeGauge(
+                    descriptor: .init(
+                        metricName: "linkrelay_sessions_in_progress", unitName: "",
+                        helpText:
+                            "Sessions waiting or tapped, by the age of their hold, as the store counted them at the last scrape (with PostgreSQL every instance's: take the max, not the sum)"
+                    ), labels: [("state", state.rawValue), ("age", bucket.metric)])
+            }
+        }
+        self.inProgress = inProgress
         sessionsCreated = registry.makeCounter(
             descriptor: .init(
                 metricName: "linkrelay_sessions_created_total", unitName: "",
@@ -209,6 +223,13 @@ public final class RelayMetrics: ProveCallObserver {
     }
 
     var current: Readable { readable.withLock { $0 } }
+
+    /// The store's count of sessions in progress, per state, in `LiveSessions.ageBuckets` order.
+    func sessionsInProgress(_ buckets: [SessionState: [Int]]) {
+        for (state, gauges) in inProgress {
+            for (gauge, count) in zip(gauges, buckets[state] ?? []) { gauge.set(Int64(count)) }
+        }
+    }
 
     public func proveCall(endpoint: String, status: String, duration: Duration) {
         let counter = proveCalls.withLock { counters in
