@@ -293,6 +293,40 @@ struct OpsPageTests {
         }
     }
 
+    @Test("With webhooks on, the page shows the backlog, the receiver, and the attempts by outcome")
+    func webhooksSection() async throws {
+        let receiver = WebhookReceiver([.status(500)])  // the first message is retried, the second delivered
+        try await receiver.serve { url in
+            try await TestRelay.run(flags: WebhookRelayTests.flags(url).merging(["limits": ["off"]]) { $1 }) { relay in
+                let created = try await relay.createSession()
+                _ = try await relay.tap()
+                _ = try await relay.pollUntilDone(created)
+                await receiver.waitFor(2)
+                // Attempts are counted once the sender has read the answer: read the page until both are.
+                var attempts = [0, 0, 0]
+                var page = ""
+                for _ in 0..<200 {
+                    page = try await relay.request(.GET, "/ops", headers: [Self.basic("ops", TestRelay.apiKey)]).body
+                    attempts = [0, 0, 0]
+                    let section = page[(page.range(of: "id=\"webhooks\"")?.upperBound ?? page.endIndex)...]
+                    for minute in section.matches(of: /UTC: delivered (\d+), retry (\d+), failed (\d+)</) {
+                        attempts[0] += Int(minute.output.1) ?? 0
+                        attempts[1] += Int(minute.output.2) ?? 0
+                        attempts[2] += Int(minute.output.3) ?? 0
+                    }
+                    if attempts[0] >= 1 && attempts[1] >= 1 { break }
+                    await Task.yield()
+                }
+                #expect(
+                    attempts[0] >= 1 && attempts[1] >= 1 && attempts[2] == 0, "delivered, retry, failed: \(attempts)")
+                #expect(Self.figure(page, section: "webhooks", "Receiver") == "taking messages")
+                #expect(Self.figure(page, section: "webhooks", "Pending") != nil)
+                #expect(!page.contains("Webhooks are off"))
+                #expect(!page.contains(url), "the receiver's URL may carry a token")
+            }
+        }
+    }
+
     @Test(
         "/metrics has what the alerts and the dashboard read: taps, sessions in progress by age, connections and their cap"
     )
