@@ -293,6 +293,23 @@ struct OpsPageTests {
         }
     }
 
+    @Test("A store that does not answer costs the page its sessions section only, and /metrics nothing")
+    func storeDown() async throws {
+        let directory = try SQLiteStoreTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("relay.sqlite").path
+        try await TestRelay.run(store: "sqlite:" + path) { relay in
+            try await relay.relay.store.close()
+            let page = try await relay.request(.GET, "/ops", headers: [Self.basic("ops", TestRelay.apiKey)])
+            #expect(page.status == 200)
+            #expect(page.body.contains("The store did not answer"))
+            #expect(Self.figure(page.body, section: "breaker", "State") == "closed")
+            #expect(Self.figure(page.body, section: "sessions", "Waiting") == nil)
+            let metrics = try await relay.request(.GET, "/metrics")
+            #expect(metrics.status == 200 && metrics.body.contains("linkrelay_taps_total 0"))
+        }
+    }
+
     @Test("With webhooks on, the page shows the backlog, the receiver, and the attempts by outcome")
     func webhooksSection() async throws {
         let receiver = WebhookReceiver([.status(500)])  // the first message is retried, the second delivered
