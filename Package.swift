@@ -144,6 +144,7 @@ let package = Package(
                 "LinkRelayTestSupport",
                 "ProveAPI",
                 "ProveSandbox",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -21,7 +21,7 @@ import glob, json, os, re, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SYSTEM = {"Foundation", "FoundationEssentials", "Dispatch", "Glibc", "Darwin", "Musl",
+SYSTEM = {"Foundation", "FoundationEssentials", "FoundationXML", "Dispatch", "Glibc", "Darwin", "Musl",
           "Synchronization", "Testing", "XCTest", "_Concurrency", "os"}
 
 # Modules a declared product brings in under another name: module -> product that provides it.

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Where sessions and their events live. The store is the truth: nothing is announced before it
 /// has been written here.
 public protocol SessionStore: WebhookOutbox {
@@ -24,6 +26,9 @@ public protocol SessionStore: WebhookOutbox {
     func events(sessionID: String, after: Int) async throws -> [SessionEvent]
     /// Every session that is not terminal: what the verifier and the expiry sweeper pick up at start.
     func activeSessions() async throws -> [Session]
+    /// The live sessions counted by state and age (`LiveSessionCount`), for the operators' page: with
+    /// PostgreSQL, every instance's. By default through `activeSessions`.
+    func liveSessionCounts(at now: Date) async throws -> [LiveSessionCount]
     /// Throws when the store cannot be reached, or cannot take a write.
     func ping() async throws
     /// Releases the store's resources.

@@ -75,7 +75,8 @@ public func buildLinkRelay(
         (store, postgres) = (opened, opened)
     }
 
-    let metrics = RelayMetrics()
+    let metrics = RelayMetrics(clock: clock)
+    metrics.connectionCap(configuration.maxConnections)
     // The process-wide client: it lives as long as the process, so no path can leave it unshut.
     let httpClient = HTTPClient.shared
     // Back-off between attempts waits on an event loop's timer, as the relay's other waits do (`EventLoopClock`).
@@ -148,7 +149,9 @@ public func buildLinkRelay(
     }
 
     let writer = ResponseWriter(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
-    let operations = OpsController(service: service, draining: draining, listener: listener)
+    let liveSessions = LiveSessions(store: store, clock: clock, metrics: metrics)
+    let operations = OpsController(
+        service: service, draining: draining, listener: listener, liveSessions: liveSessions)
     let gate = ChannelGate(
         store: store, allowedOrigins: Set(configuration.allowedOrigins), securityEvents: securityEvents)
     let channels = ChannelsController(gate: gate, limits: limits)
@@ -163,7 +166,12 @@ public func buildLinkRelay(
         channels: channels,
         sessions: sessions,
         webhooks: WebhooksController(sender: webhookSender) { try sessions.authorize($0) },
-        operations: operations, pages: pages,
+        operations: operations,
+        opsPage: OpsPage(
+            metrics: metrics, live: liveSessions, sharedStore: postgres != nil, breaker: breaker,
+            webhooks: webhookSender,
+            apiKeys: configuration.apiKeys, pages: pages, limits: limits, clock: clock),
+        pages: pages,
         demo: sandbox.map {
             DemoController(service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL)
         },
@@ -198,7 +206,7 @@ public func buildLinkRelay(
             OpenConnections.PerAddress(
                 maximum: $0, trustedProxies: configuration.trustedProxies, securityEvents: securityEvents)
         },
-        frontDoor: frontDoor, logger: logger
+        frontDoor: frontDoor, logger: logger, counted: metrics.connectionsOpen
     ) { channel in
         logger.notice(
             "LinkRelay listening",

@@ -19,6 +19,8 @@ final class OpenConnections: ChannelDuplexHandler {
 
     private let maximum: Int
     private let perAddress: PerAddress?
+    /// Told the count after each open and close (`linkrelay_open_connections`).
+    private let counted: (@Sendable (Int) -> Void)?
     private var open: [ObjectIdentifier: any Channel] = [:]
     /// Open connections by client address (`IPAddress.rateLimitKey`), when capped.
     private var byAddress: [String: Int] = [:]
@@ -27,9 +29,10 @@ final class OpenConnections: ChannelDuplexHandler {
     /// The graceful shutdown's promise, completed once the last connection has closed.
     private var ending: EventLoopPromise<Void>?
 
-    init(maximum: Int, perAddress: PerAddress? = nil) {
+    init(maximum: Int, perAddress: PerAddress? = nil, counted: (@Sendable (Int) -> Void)? = nil) {
         self.maximum = maximum
         self.perAddress = perAddress
+        self.counted = counted
     }
 
     var count: Int { open.count }
@@ -40,6 +43,7 @@ final class OpenConnections: ChannelDuplexHandler {
         let connection = unwrapInboundIn(data)
         let id = ObjectIdentifier(connection)
         open[id] = connection
+        counted?(open.count)
         let address = addressKey(connection)
         var overCap = false
         if let address, let perAddress {
@@ -76,6 +80,7 @@ final class OpenConnections: ChannelDuplexHandler {
 
     private func closed(_ id: ObjectIdentifier, address: String?, context: ChannelHandlerContext) {
         open[id] = nil
+        counted?(open.count)
         open.releaseUnusedCapacity()
         if let address {
             let left = byAddress[address, default: 1] - 1

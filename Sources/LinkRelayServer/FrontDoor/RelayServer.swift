@@ -18,6 +18,8 @@ struct RelayServer: Service, CustomStringConvertible {
     let perAddress: OpenConnections.PerAddress?
     let frontDoor: FrontDoor.Services
     let logger: Logger
+    /// Told the number of open connections whenever it changes (the main listener's metric).
+    var counted: (@Sendable (Int) -> Void)? = nil
     let onRunning: @Sendable (any Channel) async -> Void
 
     /// The listen backlog: the kernel's own cap (`net.core.somaxconn`), so that a burst of connects
@@ -34,14 +36,14 @@ struct RelayServer: Service, CustomStringConvertible {
     /// answering (NIO's pipelining handler closes it after), and returns once all are closed. Cancelled,
     /// it closes them at once.
     func run() async throws {
-        let (frontDoor, maxConnections, perAddress) = (frontDoor, maxConnections, perAddress)
+        let (frontDoor, maxConnections, perAddress, counted) = (frontDoor, maxConnections, perAddress, counted)
         let listener = try await ServerBootstrap(group: NIOSingletons.posixEventLoopGroup)
             .serverChannelOption(ChannelOptions.backlog, value: Self.backlog)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
-                        OpenConnections(maximum: maxConnections, perAddress: perAddress))
+                        OpenConnections(maximum: maxConnections, perAddress: perAddress, counted: counted))
                 }
             }
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)

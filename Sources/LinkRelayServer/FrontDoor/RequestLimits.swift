@@ -12,7 +12,12 @@ final class RequestLimits: Sendable {
         let channelsBySession: ConnectionLimiter
         let channelsByIP: ConnectionLimiter
         let finishBySession: RateLimiter
+        let opsByIP: RateLimiter
     }
+
+    /// Requests for the ops page per client IP address, per minute: a page refreshing every 10 s in a
+    /// few tabs fits; guessing an API key as its password does not get far.
+    static let opsPerIP = 30
 
     private let active: Active?
     private let trustedProxies: [IPNetwork]
@@ -29,7 +34,8 @@ final class RequestLimits: Sendable {
                 channelsBySession: ConnectionLimiter(maximum: limits.channelsPerSession),
                 channelsByIP: ConnectionLimiter(maximum: limits.channelsPerIP),
                 finishBySession: RateLimiter(
-                    rule: .init(perMinute: limits.finishPerSession, burst: limits.finishPerSession)))
+                    rule: .init(perMinute: limits.finishPerSession, burst: limits.finishPerSession)),
+                opsByIP: RateLimiter(rule: .init(perMinute: Self.opsPerIP, burst: Self.opsPerIP), maximumKeys: 10_000))
         }
         self.trustedProxies = trustedProxies
         self.clock = clock
@@ -68,6 +74,13 @@ final class RequestLimits: Sendable {
     func allowFinish(sessionID: String) -> Bool {
         guard let active else { return true }
         return active.finishBySession.allow(sessionID, now: clock.now()) || trip(.finishPerSession)
+    }
+
+    /// One request for the ops page, with or without the right password: every attempt spends a token,
+    /// so a wrong password and a right one are turned away alike once the client's bucket is empty.
+    func allowOps(client: IPAddress?) -> Bool {
+        guard let active else { return true }
+        return active.opsByIP.allow(client?.rateLimitKey ?? "unknown", now: clock.now()) || trip(.opsPerIP)
     }
 
     /// Takes a place for a channel, or nil when the session or the client has no place left.

@@ -11,8 +11,8 @@ struct Routes: Sendable {
     /// `metricsElsewhere`: `/metrics` is served on a listener of its own (`--metrics-listen`), not here.
     init(
         landing: LandingController, channels: ChannelsController, sessions: SessionsController,
-        webhooks: WebhooksController, operations: OpsController, pages: Pages, demo: DemoController?,
-        sandbox: SandboxController?,
+        webhooks: WebhooksController, operations: OpsController, opsPage: OpsPage, pages: Pages,
+        demo: DemoController?, sandbox: SandboxController?,
         deepLinks: DeepLinks = DeepLinks(), publicPath: String = "", metricsElsewhere: Bool = false
     ) {
         let apple = deepLinks.appleAssociation(publicPath: publicPath)
@@ -46,6 +46,14 @@ struct Routes: Sendable {
             Route(.HEAD, "/healthz", operations.health),
             Route(.GET, "/readyz", operations.readiness),
             Route(.HEAD, "/readyz", operations.readiness),
+            // The operators' live page (HTTP Basic, an API key as the password), its style and its refresh.
+            Route(.GET, "/ops", .person, opsPage.show),
+            Route(.GET, "/assets/ops.css") { _ in
+                .now(.asset(pages.opsStylesheet, contentType: "text/css; charset=utf-8"))
+            },
+            Route(.GET, "/assets/ops.js") { _ in
+                .now(.asset(pages.opsScript, contentType: "text/javascript; charset=utf-8"))
+            },
             // The apps' association files (API.md v1.1 "Deep links"): 404 until an app is configured.
             Route(.GET, "/.well-known/apple-app-site-association") { _ in try Self.association(apple) },
             Route(.GET, "/.well-known/assetlinks.json") { _ in try Self.association(android) },

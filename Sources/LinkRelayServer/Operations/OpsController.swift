@@ -10,11 +10,14 @@ final class OpsController: Sendable {
     let draining: Draining
     /// With PostgreSQL: the bus from other instances, without which a tap there would not wake a channel here.
     let listener: PostgresListener?
+    /// Counted by the store before each scrape (`linkrelay_sessions_in_progress`).
+    let liveSessions: LiveSessions
 
-    init(service: SessionService, draining: Draining, listener: PostgresListener?) {
+    init(service: SessionService, draining: Draining, listener: PostgresListener?, liveSessions: LiveSessions) {
         self.service = service
         self.draining = draining
         self.listener = listener
+        self.liveSessions = liveSessions
     }
 
     func health(_ request: RelayRequest) -> Reply { .now(.text("ok\n")) }
@@ -36,10 +39,14 @@ final class OpsController: Sendable {
         }
     }
 
+    /// The sessions in progress are counted first (at most every few seconds, bounded in time); a store
+    /// that does not answer leaves them as last counted, and the rest is served all the same.
     func metrics(_ request: RelayRequest) -> Reply {
-        .now(
-            Answer(
+        .later { [service, liveSessions] in
+            _ = try? await liveSessions.counts()
+            return Answer(
                 status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
-                body: ByteBuffer(bytes: service.metrics.registry.emitToBuffer())))
+                body: ByteBuffer(bytes: service.metrics.registry.emitToBuffer()))
+        }
     }
 }

@@ -26,8 +26,51 @@ public final class RelayMetrics: ProveCallObserver {
     private let webhookAttempts: [WebhookOutcome: Counter]
     private let webhookQueueDepth: Gauge
     private let webhookOldestPending: Gauge
+    private let taps: Counter
+    private let openConnections: Gauge
+    private let maxConnections: Gauge
+    private let inProgress: [SessionState: [Gauge]]
+    /// The last hour, minute by minute, for the ops page.
+    let recent: RecentActivity
+    /// What the gauges say, readable (Prometheus's gauges are write-only): for the ops page.
+    private let readable = Locked(Readable())
 
-    public init() {
+    struct Readable: Sendable {
+        var channels: [ChannelTransport: Int] = [:]
+        var connections = 0
+        var maxConnections = 0
+        /// The webhook sender's last look at the outbox, and when it looked.
+        var webhookBacklog: (backlog: WebhookBacklog, at: Date)?
+    }
+
+    /// `clock` stamps the ops page's per-minute counts (`recent`).
+    public init(clock: any RelayClock = EventLoopClock()) {
+        recent = RecentActivity(clock: clock)
+        taps = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_taps_total", unitName: "",
+                helpText: "Sessions tapped: the first valid landing of each (its tapped event)"))
+        openConnections = registry.makeGauge(
+            descriptor: .init(
+                metricName: "linkrelay_open_connections", unitName: "",
+                helpText: "Connections open now on the main listener (channels, requests, idle keep-alives)"))
+        maxConnections = registry.makeGauge(
+            descriptor: .init(
+                metricName: "linkrelay_max_connections", unitName: "",
+                helpText: "Connections the main listener holds at most (--max-connections)"))
+        var inProgress: [SessionState: [Gauge]] = [:]
+        let registry = registry
+        for state in [SessionState.waiting, .tapped] {
+            inProgress[state] = LiveSessions.ageBuckets.map { bucket in
+                registry.makeGauge(
+                    descriptor: .init(
+                        metricName: "linkrelay_sessions_in_progress", unitName: "",
+                        helpText:
+                            "Sessions waiting or tapped, by the age of their hold, as the store counted them at the last scrape (with PostgreSQL every instance's: take the max, not the sum)"
+                    ), labels: [("state", state.rawValue), ("age", bucket.metric)])
+            }
+        }
+        self.inProgress = inProgress
         sessionsCreated = registry.makeCounter(
             descriptor: .init(
                 metricName: "linkrelay_sessions_created_total", unitName: "",
@@ -137,8 +180,12 @@ public final class RelayMetrics: ProveCallObserver {
 
     func lastQuestion(verified: Bool) { lastQuestions[verified]?.increment() }
     func finishTaken() { finishes.increment() }
-    func webhookAttempt(_ outcome: WebhookOutcome) { webhookAttempts[outcome]?.increment() }
+    func webhookAttempt(_ outcome: WebhookOutcome) {
+        webhookAttempts[outcome]?.increment()
+        recent.webhookAttempt(outcome)
+    }
     func webhookBacklog(_ backlog: WebhookBacklog, at now: Date) {
+        readable.withLock { $0.webhookBacklog = (backlog, now) }
         webhookQueueDepth.set(Int64(backlog.pending))
         webhookOldestPending.set(Int64(backlog.oldestPending.map { max(0, now.timeIntervalSince($0)) } ?? 0))
     }
@@ -147,10 +194,42 @@ public final class RelayMetrics: ProveCallObserver {
     func landingAccepted() { landingsAccepted.increment() }
     func landingRepeated() { landingsRepeated.increment() }
     func landingRejected(_ reason: LandingRejection) { landingsRejected[reason]?.increment() }
-    func sessionEnded(_ kind: String) { outcomes[kind]?.increment() }
+    func sessionEnded(_ kind: String) {
+        outcomes[kind]?.increment()
+        if let kind = RecentActivity.Kind(rawValue: kind) { recent.record(kind) }
+    }
+    func tapped() {
+        taps.increment()
+        recent.record(.tapped)
+    }
 
-    func channelOpened(_ transport: ChannelTransport) { openChannels[transport]?.increment() }
-    func channelClosed(_ transport: ChannelTransport) { openChannels[transport]?.decrement() }
+    func channelOpened(_ transport: ChannelTransport) {
+        openChannels[transport]?.increment()
+        readable.withLock { $0.channels[transport, default: 0] += 1 }
+    }
+    func channelClosed(_ transport: ChannelTransport) {
+        openChannels[transport]?.decrement()
+        readable.withLock { $0.channels[transport, default: 0] -= 1 }
+    }
+
+    /// The main listener's open connections, after each one opens or closes.
+    func connectionsOpen(_ count: Int) {
+        openConnections.set(Int64(count))
+        readable.withLock { $0.connections = count }
+    }
+    func connectionCap(_ maximum: Int) {
+        maxConnections.set(Int64(maximum))
+        readable.withLock { $0.maxConnections = maximum }
+    }
+
+    var current: Readable { readable.withLock { $0 } }
+
+    /// The store's count of sessions in progress, per state, in `LiveSessions.ageBuckets` order.
+    func sessionsInProgress(_ buckets: [SessionState: [Int]]) {
+        for (state, gauges) in inProgress {
+            for (gauge, count) in zip(gauges, buckets[state] ?? []) { gauge.set(Int64(count)) }
+        }
+    }
 
     public func proveCall(endpoint: String, status: String, duration: Duration) {
         let counter = proveCalls.withLock { counters in
@@ -165,16 +244,16 @@ public final class RelayMetrics: ProveCallObserver {
             return counter
         }
         counter.increment()
+        recent.proveCall(
+            endpoint: endpoint, failed: !status.hasPrefix("2"),
+            seconds: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
         let histogram = proveLatency.withLock { histograms in
             if let histogram = histograms[endpoint] { return histogram }
             let histogram = registry.makeDurationHistogram(
                 descriptor: .init(
                     metricName: "linkrelay_prove_call_duration_seconds", unitName: "",
                     helpText: "Latency of calls to Prove, by endpoint"), labels: [("endpoint", endpoint)],
-                buckets: [
-                    .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
-                    .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
-                ])
+                buckets: ProveMinute.bucketBounds.map { .milliseconds(Int64(($0 * 1000).rounded())) })
             histograms[endpoint] = histogram
             return histogram
         }
@@ -199,4 +278,5 @@ enum LimitKind: String, CaseIterable, Sendable {
     case channelsPerIP = "channels_per_ip"
     case connectionsPerAddress = "connections_per_address"
     case finishPerSession = "finish_per_session"
+    case opsPerIP = "ops_per_ip"
 }

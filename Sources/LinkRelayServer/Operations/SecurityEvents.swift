@@ -15,6 +15,7 @@ final class SecurityEvents: Sendable {
         case confirmOrigin
         case channelOrigin
         case webSocketProtocol(code: Int)
+        case opsUnauthorized
 
         /// The metric label, and the log line's `event`.
         var name: String {
@@ -25,6 +26,7 @@ final class SecurityEvents: Sendable {
             case .confirmOrigin: "confirm_origin_refused"
             case .channelOrigin: "channel_origin_refused"
             case .webSocketProtocol: "websocket_protocol_error"
+            case .opsUnauthorized: "ops_unauthorized"
             }
         }
 
@@ -36,6 +38,7 @@ final class SecurityEvents: Sendable {
             case .confirmOrigin: "Confirm form refused: foreign origin"
             case .channelOrigin: "Channel refused: origin not allowed"
             case .webSocketProtocol: "WebSocket closed for a protocol error"
+            case .opsUnauthorized: "Ops page refused: no valid API key"
             }
         }
     }

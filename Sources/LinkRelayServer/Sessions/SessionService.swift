@@ -211,11 +211,13 @@ final class SessionService: Sendable {
         -> LandingResult
     {
         var result = LandingResult.unknown
+        var tapped = false
         let changed = try await mutate(.linkKey(linkKey)) { session, now in
             if let ended = Self.closedLanding(session, parameters, now) {
                 result = ended
                 return nil
             }
+            tapped = session.state == .waiting
             if confirming, session.state == .tapped {
                 result = session.seenAuthIds.contains(parameters.authId) ? .accepted(session) : .alreadyUsed
                 return nil
@@ -228,6 +230,7 @@ final class SessionService: Sendable {
         }
         if let session = changed {
             result = .accepted(session)
+            if tapped { metrics.tapped() }
             verifications.kick(session.id)
         }
         return result

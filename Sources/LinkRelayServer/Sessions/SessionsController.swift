@@ -7,7 +7,7 @@ import NIOHTTP1
 /// The server-to-server API: create, read and cancel sessions (`Authorization: Bearer <api key>`).
 final class SessionsController: Sendable {
     let service: SessionService
-    let apiKeys: [String]
+    let apiKeys: APIKeys
     /// Per API key, the prefix that scopes its Idempotency-Keys: a digest, so the key itself is never
     /// stored, and stable when keys are added, removed or reordered.
     private let idempotencyScopes: [String]
@@ -19,7 +19,7 @@ final class SessionsController: Sendable {
     init(service: SessionService, apiKeys: [String], publicURL: String, limits: RequestLimits, gate: ChannelGate) {
         self.service = service
         self.gate = gate
-        self.apiKeys = apiKeys
+        self.apiKeys = APIKeys(keys: apiKeys)
         self.idempotencyScopes = apiKeys.map { key in
             SHA256.hash(data: Data(key.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined()
         }
@@ -154,10 +154,5 @@ final class SessionsController: Sendable {
         return match
     }
 
-    /// The index of the configured key `token` is; every key is compared, in constant time.
-    private func keyIndex(_ token: String) -> Int? {
-        var match: Int?
-        for (index, key) in apiKeys.enumerated() where Secrets.constantTimeEquals(token, key) { match = index }
-        return match
-    }
+    private func keyIndex(_ token: String) -> Int? { apiKeys.index(of: token) }
 }

@@ -455,7 +455,7 @@ struct StoreUnreachable: Error, CustomStringConvertible {
 }
 
 /// Runs `body`, cancelling it and throwing `StoreUnreachable` once `limit` has passed.
-private func withTimeLimit<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T)
+func withTimeLimit<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T)
     async throws -> T
 {
     try await withThrowingTaskGroup(of: T.self) { group in

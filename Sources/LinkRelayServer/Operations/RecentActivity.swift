@@ -1,0 +1,68 @@
+import Foundation
+import LinkRelayCore
+import LinkRelaySupport
+
+/// The last hour on this instance, minute by minute: taps and how sessions ended, Prove's calls by
+/// endpoint, webhook attempts by outcome. The ops page charts it; `RelayMetrics` feeds it where it
+/// counts the same things for `/metrics`, so the page and Prometheus agree.
+final class RecentActivity: Sendable {
+    /// What happens to sessions: the first tap, then one of the ways a session ends.
+    enum Kind: String, CaseIterable, Sendable {
+        case tapped
+        case verified
+        case failed
+        case possessionRequired = "possession_required"
+        case cancelled
+        case expired
+    }
+
+    /// A copy of the last hour, each series oldest minute first, the last one the current minute.
+    struct Snapshot: Sendable {
+        var at: Date
+        var sessions: [Counts<Kind>]
+        var prove: [String: [ProveMinute]]
+        var webhooks: [Counts<WebhookOutcome>]
+    }
+
+    private struct State {
+        var sessions = MinuteSeries<Counts<Kind>>()
+        var prove: [String: MinuteSeries<ProveMinute>] = [:]
+        var webhooks = MinuteSeries<Counts<WebhookOutcome>>()
+    }
+
+    let clock: any RelayClock
+    private let state = Locked(State())
+
+    init(clock: any RelayClock) { self.clock = clock }
+
+    func record(_ kind: Kind) {
+        let now = clock.now()
+        state.withLock { $0.sessions.update(at: now) { $0[kind] += 1 } }
+    }
+
+    /// One call to Prove (one HTTP attempt, as `linkrelay_prove_calls_total` counts them). The endpoints
+    /// are the client's own few names, so the table stays small.
+    func proveCall(endpoint: String, failed: Bool, seconds: Double) {
+        let now = clock.now()
+        state.withLock { state in
+            state.prove[endpoint, default: MinuteSeries()].update(at: now) {
+                $0.record(failed: failed, seconds: seconds)
+            }
+        }
+    }
+
+    func webhookAttempt(_ outcome: WebhookOutcome) {
+        let now = clock.now()
+        state.withLock { $0.webhooks.update(at: now) { $0[outcome] += 1 } }
+    }
+
+    func snapshot() -> Snapshot {
+        let now = clock.now()
+        return state.withLock { state in
+            Snapshot(
+                at: now, sessions: state.sessions.lastHour(endingAt: now),
+                prove: state.prove.mapValues { $0.lastHour(endingAt: now) },
+                webhooks: state.webhooks.lastHour(endingAt: now))
+        }
+    }
+}
