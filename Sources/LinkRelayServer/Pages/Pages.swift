@@ -9,17 +9,23 @@ final class Pages: Sendable {
     let sandbox: Bool
     let stylesheet: String
     let demoScript: String
+    /// The browser client, `GET /v1/client.js`.
+    let clientScript: ClientScript
     /// Every template rendered without values, once at start: the landing and the error pages need
     /// nothing else, so a landing costs no render.
     private let plain: [String: ByteBuffer]
     /// The final page for a session the phone turned down ("Not me"), rendered once too.
     private let finalRejected: ByteBuffer
 
-    private init(library: MustacheLibrary, sandbox: Bool, stylesheet: String, demoScript: String, templates: [String]) {
+    private init(
+        library: MustacheLibrary, sandbox: Bool, stylesheet: String, demoScript: String, clientScript: String,
+        templates: [String]
+    ) {
         self.library = library
         self.sandbox = sandbox
         self.stylesheet = stylesheet
         self.demoScript = demoScript
+        self.clientScript = ClientScript(clientScript)
         plain = Dictionary(
             uniqueKeysWithValues: templates.map { ($0, ByteBuffer(string: Self.html(library, sandbox, $0, [:]))) })
         finalRejected = ByteBuffer(string: Self.html(library, sandbox, "final", ["rejected": true]))
@@ -35,7 +41,7 @@ final class Pages: Sendable {
             .map { String($0.dropLast(".mustache".count)) }
         return Pages(
             library: library, sandbox: sandbox, stylesheet: try asset("relay.css"), demoScript: try asset("demo.js"),
-            templates: templates)
+            clientScript: try asset("client.js"), templates: templates)
     }
 
     /// `templates/` in the working directory, else the one in the source tree this was built from.
