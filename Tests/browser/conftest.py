@@ -4,7 +4,7 @@ A test asks for what it needs by name:
   relay          a relay on the embedded sandbox, started for the test and stopped after it
   start_relay    starts more relays, with extra flags (`start_relay("--hold", "60")`); all stopped after
   sandbox        a `linkrelay sandbox` process, a Prove that outlives relay restarts
-  integrator     a web server for an integrator's page on an origin of its own (http://localhost:PORT)
+  integrator     a web server for an integrator's page on an origin of its own (http://127.0.0.2:PORT)
   browser        the headless Chromium (one for the whole run)
   new_context    new_context(**playwright_options) makes a browser context (e.g. with
                  http_credentials); an uncaught error in any of its pages fails the test
@@ -252,8 +252,9 @@ class Sandbox:
 
 class Integrator:
     """An integrator's web server: `GET /` answers the page the test set with `serve(html)`. Its origin,
-    http://localhost:PORT, is not the relay's, so the page reaches the relay as integrators' pages do:
-    cross-origin, by CORS and the relay's --allowed-origin."""
+    http://127.0.0.2:PORT, is not the relay's, so the page reaches the relay as integrators' pages do:
+    cross-origin, by CORS and the relay's --allowed-origin. (Not `localhost`, which a browser may try
+    on ::1 first, where another process may listen on the same port.)"""
 
     def __init__(self):
         self.html = "<!doctype html><title>Nothing yet</title>"
@@ -275,8 +276,8 @@ class Integrator:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.origin = f"http://localhost:{self.server.server_address[1]}"
+        self.server = ThreadingHTTPServer(("127.0.0.2", 0), Handler)
+        self.origin = f"http://127.0.0.2:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
