@@ -64,6 +64,20 @@ struct ClientScriptTests {
         }
     }
 
+    @Test("A --templates directory without client.js stops the start with one line naming the file")
+    func missingFromTemplates() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("templates-\(UUID())").path
+        try FileManager.default.copyItem(atPath: try Pages.locateTemplates(), toPath: directory)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.removeItem(atPath: directory + "/client.js")
+        await #expect(
+            throws: ConfigurationError(
+                "\(directory)/client.js cannot be read; --templates needs every file of templates/")
+        ) {
+            _ = try await Pages.load(directory: directory, sandbox: true)
+        }
+    }
+
     @Test("The client is served when Prove is real too, not only with the sandbox")
     func withoutSandbox() async throws {
         let configuration = try RelayConfiguration.resolve(

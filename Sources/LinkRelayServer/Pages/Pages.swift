@@ -35,7 +35,11 @@ final class Pages: Sendable {
         let path = try directory ?? locateTemplates()
         let library = try await MustacheLibrary(directory: path)
         func asset(_ name: String) throws -> String {
-            try String(contentsOfFile: path + "/" + name, encoding: .utf8)
+            do {
+                return try String(contentsOfFile: path + "/" + name, encoding: .utf8)
+            } catch {
+                throw ConfigurationError("\(path)/\(name) cannot be read; --templates needs every file of templates/")
+            }
         }
         let templates = try FileManager.default.contentsOfDirectory(atPath: path).filter { $0.hasSuffix(".mustache") }
             .map { String($0.dropLast(".mustache".count)) }
