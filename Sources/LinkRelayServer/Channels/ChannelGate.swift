@@ -65,6 +65,15 @@ struct ChannelGate: Sendable {
                 headers: corsHeaders(request.headers.first(name: "Origin"))))
     }
 
+    /// `error` with the CORS headers of `origin`: a browser shows a page of an allowed origin a refusal
+    /// (401, 404, …) only with them, and the browser client learns why a WebSocket was refused from the
+    /// long-poll's status. A refused origin's answer stays unreadable to its page; a 429 stays bare.
+    func readable(_ error: any Error, origin: String?) -> any Error {
+        guard !(error is LimitExceeded), var problem = ErrorMapping.knownProblem(error) else { return error }
+        problem.headers.add(contentsOf: corsHeaders(origin))
+        return problem
+    }
+
     /// `Vary: Origin`, and the origin itself when it is allowed.
     func corsHeaders(_ origin: String?) -> HTTPHeaders {
         var headers: HTTPHeaders = ["Vary": "Origin"]

@@ -40,9 +40,10 @@ final class ChannelsController: Sendable {
     private func opening(_ channel: ChannelRequest, _ verdict: ChannelGate.Verdict) -> Opening {
         let request = channel.request
         let upgrading = request.headers.contains(name: "Upgrade")
+        let origin = request.headers.first(name: "Origin")
         let admission: ChannelAdmission
         switch verdict {
-        case .failure(let error): return .refused(error, closes: upgrading)
+        case .failure(let error): return .refused(gate.readable(error, origin: origin), closes: upgrading)
         case .success(let admitted): admission = admitted
         }
         let webSocketKey = channel.transport == .websocket ? Self.webSocketKey(request.headers) : nil
@@ -50,7 +51,7 @@ final class ChannelsController: Sendable {
             let problem = Problem(
                 status: .upgradeRequired, title: "Upgrade Required", detail: "Open this URL as a WebSocket.",
                 headers: ["Upgrade": "websocket"])
-            return .refused(problem, closes: upgrading)
+            return .refused(gate.readable(problem, origin: origin), closes: upgrading)
         }
         guard let slot = limits.openChannel(sessionID: admission.session.id, client: limits.client(request)) else {
             return .refused(LimitExceeded(), closes: upgrading)

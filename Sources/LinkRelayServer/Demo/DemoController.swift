@@ -42,11 +42,11 @@ final class DemoController: Sendable {
                     "demo-wait",
                     [
                         "phoneNumber": phoneNumber, "sessionId": session.id, "token": session.channelToken,
-                        "websocket": created.channel.websocket, "poll": created.channel.poll,
+                        "websocket": created.channel.websocket, "events": created.channel.events,
+                        "poll": created.channel.poll,
                         "expiresAt": ISO8601Milliseconds.string(session.expiresAt),
                         "holdSeconds": Int(session.expiresAt.timeIntervalSince(session.createdAt)),
                         "phonePage": "/sandbox/phone?phoneNumber=" + phoneNumber,
-                        "finish": publicURL + "/v1/sessions/" + session.id + "/finish",
                     ],
                     extraCSP: "; script-src 'self'; connect-src 'self' \(websocketOrigin)")
             } catch {

@@ -61,6 +61,9 @@ struct Routes: Sendable {
             Route(.GET, "/assets/relay.css") { _ in
                 .now(.asset(pages.stylesheet, contentType: "text/css; charset=utf-8"))
             },
+            // The browser client that integrators' pages (and the demo) wait with.
+            Route(.GET, "/v1/client.js") { request in .now(pages.clientScript.answer(request)) },
+            Route(.HEAD, "/v1/client.js") { request in .now(pages.clientScript.answer(request)) },
         ]
         if !metricsElsewhere { all.append(Route(.GET, "/metrics", operations.metrics)) }
         if let demo, let sandbox {

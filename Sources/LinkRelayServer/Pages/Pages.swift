@@ -12,6 +12,8 @@ final class Pages: Sendable {
     /// The ops page's own style sheet and the script that refreshes it in place.
     let opsStylesheet: String
     let opsScript: String
+    /// The browser client, `GET /v1/client.js`.
+    let clientScript: ClientScript
     /// Every template rendered without values, once at start: the landing and the error pages need
     /// nothing else, so a landing costs no render.
     private let plain: [String: ByteBuffer]
@@ -19,7 +21,8 @@ final class Pages: Sendable {
     private let finalRejected: ByteBuffer
 
     private init(
-        library: MustacheLibrary, sandbox: Bool, stylesheet: String, demoScript: String, ops: (css: String, js: String),
+        library: MustacheLibrary, sandbox: Bool, stylesheet: String, demoScript: String, clientScript: String,
+        ops: (css: String, js: String),
         templates: [String]
     ) {
         self.library = library
@@ -27,6 +30,7 @@ final class Pages: Sendable {
         self.stylesheet = stylesheet
         self.demoScript = demoScript
         (opsStylesheet, opsScript) = ops
+        self.clientScript = ClientScript(clientScript)
         plain = Dictionary(
             uniqueKeysWithValues: templates.map { ($0, ByteBuffer(string: Self.html(library, sandbox, $0, [:]))) })
         finalRejected = ByteBuffer(string: Self.html(library, sandbox, "final", ["rejected": true]))
@@ -36,12 +40,17 @@ final class Pages: Sendable {
         let path = try directory ?? locateTemplates()
         let library = try await MustacheLibrary(directory: path)
         func asset(_ name: String) throws -> String {
-            try String(contentsOfFile: path + "/" + name, encoding: .utf8)
+            do {
+                return try String(contentsOfFile: path + "/" + name, encoding: .utf8)
+            } catch {
+                throw ConfigurationError("\(path)/\(name) cannot be read; --templates needs every file of templates/")
+            }
         }
         let templates = try FileManager.default.contentsOfDirectory(atPath: path).filter { $0.hasSuffix(".mustache") }
             .map { String($0.dropLast(".mustache".count)) }
         return Pages(
             library: library, sandbox: sandbox, stylesheet: try asset("relay.css"), demoScript: try asset("demo.js"),
+            clientScript: try asset("client.js"),
             ops: (try asset("ops.css"), try asset("ops.js")), templates: templates)
     }
 

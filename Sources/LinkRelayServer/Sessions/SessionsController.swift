@@ -81,8 +81,22 @@ final class SessionsController: Sendable {
     /// `POST /v1/sessions/{id}/finish` (API.md v1.1): by the backend with the API key, or by the page
     /// or the app with the channel token (and `Origin` checked as for channels). An optional
     /// `redirectUrl`, checked by the landing's rules, must be this session's link; its `authId` is
-    /// recorded. Answers 202 while the session is live, 200 once it has ended.
+    /// recorded. Answers 202 while the session is live, 200 once it has ended. Its errors carry the
+    /// CORS headers of an allowed origin, so that a page of that origin can read them.
     func finish(_ request: RelayRequest) throws -> Reply {
+        let origin = request.headers.first(name: "Origin")
+        do {
+            let reply = try finishing(request)
+            guard case .later(let work) = reply else { return reply }
+            return .later { [gate] in
+                do { return try await work() } catch { throw gate.readable(error, origin: origin) }
+            }
+        } catch {
+            throw gate.readable(error, origin: origin)
+        }
+    }
+
+    private func finishing(_ request: RelayRequest) throws -> Reply {
         let id = String(request.parameters[0])
         let byAPIKey = request.bearerToken.flatMap(keyIndex) != nil
         let token = byAPIKey ? nil : request.queryItem("token") ?? request.bearerToken

@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+
+@testable import LinkRelayServer
+
+/// A page of an allowed origin reads why its channel or finish call was refused (the browser client's
+/// `onError`): browsers hide a cross-origin answer that lacks `Access-Control-Allow-Origin`.
+@Suite("Refusals a page of an allowed origin can read", .timeLimit(.minutes(1)))
+struct ReadableRefusalTests {
+    static let page = "http://shop.example"
+    static let flags = ["allowed-origin": [page]]
+
+    @Test(
+        "A wrong token (401) and an unknown session (404) on a channel carry the page's CORS headers",
+        arguments: ["poll", "events"])
+    func channelRefusals(route: String) async throws {
+        try await TestRelay.run(flags: Self.flags) { relay in
+            let created = try await relay.createSession()
+            func channel(_ session: String, token: String) async throws -> HTTPAnswer {
+                let wait = route == "poll" ? "&timeout=0" : ""
+                return try await relay.request(
+                    .GET, "/v1/sessions/\(session)/\(route)?token=\(token)" + wait, headers: [("Origin", Self.page)])
+            }
+            let wrongToken = try await channel(created.sessionId, token: "wrong")
+            let unknown = try await channel("ses_unknown", token: created.channel.token)
+            for (answer, status) in [(wrongToken, 401), (unknown, 404)] {
+                #expect(answer.status == status)
+                #expect(answer.header("Content-Type") == "application/problem+json")
+                #expect(answer.header("Access-Control-Allow-Origin") == Self.page)
+                #expect(answer.header("Vary") == "Origin")
+            }
+        }
+    }
+
+    @Test("The finish hook's 401 and 404 carry the page's CORS headers")
+    func finishRefusals() async throws {
+        try await TestRelay.run(flags: Self.flags) { relay in
+            let created = try await relay.createSession()
+            let origin = ("Origin", Self.page)
+            let missing = try await relay.request(.POST, "/v1/sessions/\(created.sessionId)/finish", headers: [origin])
+            let wrong = try await relay.request(
+                .POST, "/v1/sessions/\(created.sessionId)/finish", headers: [origin, ("Authorization", "Bearer wrong")])
+            let unknown = try await relay.request(
+                .POST, "/v1/sessions/ses_unknown/finish",
+                headers: [origin, ("Authorization", "Bearer \(created.channel.token)")])
+            for (answer, status) in [(missing, 401), (wrong, 401), (unknown, 404)] {
+                #expect(answer.status == status)
+                #expect(answer.header("Access-Control-Allow-Origin") == Self.page)
+            }
+            #expect(try await relay.session(created.sessionId).state == "waiting", "a refusal changes nothing")
+        }
+    }
+
+    @Test("A refused origin's answer stays without Access-Control-Allow-Origin")
+    func foreignOrigin() async throws {
+        try await TestRelay.run(flags: Self.flags) { relay in
+            let created = try await relay.createSession()
+            let token = created.channel.token
+            for answer in [
+                try await relay.request(
+                    .GET, "/v1/sessions/\(created.sessionId)/poll?timeout=0&token=\(token)",
+                    headers: [("Origin", "http://evil.example")]),
+                try await relay.request(
+                    .POST, "/v1/sessions/\(created.sessionId)/finish",
+                    headers: [("Origin", "http://evil.example"), ("Authorization", "Bearer \(token)")]),
+            ] {
+                #expect(answer.status == 403)
+                #expect(answer.header("Access-Control-Allow-Origin") == nil)
+            }
+        }
+    }
+}
