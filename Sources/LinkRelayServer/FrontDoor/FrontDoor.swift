@@ -328,6 +328,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         switch opening {
         case .refused(let error, let closes):
             respond(services.errors.answer(for: error, audience: .api), head: false, keepAlive && !closes, context)
+        case .answered(let answer):
+            respond(answer, head: false, keepAlive, context)
         case .webSocket(let key, let admission, let slot):
             WebSocketChannelHandler.upgrade(
                 key: key, admission, slot, services: services.channelServices, context: context)
