@@ -175,7 +175,10 @@ public func buildLinkRelay(
         demo: sandbox.map {
             DemoController(service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL)
         },
-        sandbox: sandbox.map(SandboxController.init), deepLinks: configuration.deepLinks,
+        sandbox: sandbox.map(SandboxController.init),
+        apiDescription: try APIDescription.load(
+            directory: configuration.templatesDirectory, publicURL: configuration.publicURL),
+        deepLinks: configuration.deepLinks,
         publicPath: URLComponents(string: configuration.publicURL)?.path ?? "",
         metricsElsewhere: configuration.metricsListen != nil)
     let channelServices = ChannelServices(

@@ -121,6 +121,31 @@ struct EndToEndTests {
         }
     }
 
+    @Test("A channel that already has every event of an ended session ends at once: SSE 204, WebSocket 1000")
+    func reconnectAfterTheEnd() async throws {
+        try await TestRelay.run { relay in
+            let created = try await relay.createSession()
+            _ = try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/cancel")
+            let token = "?token=\(created.channel.token)"
+            // What an EventSource sends when it reconnects after the stream ended: 204 makes it stop.
+            let sse = try await relay.request(.GET, created.channel.events + token, headers: [("Last-Event-ID", "2")])
+            #expect(sse.status == 204)
+            #expect(sse.body.isEmpty)
+            let socket = try await RawWebSocket.open(created.channel.websocket + token + "&after=2")
+            #expect(socket.upgraded)
+            #expect(socket.events.isEmpty)
+            #expect(socket.closeCode == 1000)
+            // Before the end, the stream still replays from the cursor.
+            var replayed: [ChannelClient.SSEMessage] = []
+            for try await message in ChannelClient.serverSentEvents(
+                relay.http, url: created.channel.events + token, headers: [("Last-Event-ID", "1")])
+            {
+                replayed.append(message)
+            }
+            #expect(replayed.map(\.event) == ["cancelled"])
+        }
+    }
+
     @Test("Decline on the phone: asc=false in tapped, and Prove's answer makes it failed")
     func declined() async throws {
         try await TestRelay.run { relay in

@@ -32,7 +32,19 @@ final class RawConnection: @unchecked Sendable {
         try #require(bound == 0 && connected == 0)
     }
 
-    deinit { close(fd) }
+    /// Closed already (by `reset`).
+    private var closed = false
+
+    deinit { if !closed { close(fd) } }
+
+    /// Closes with a reset (RST) instead of a FIN: what a client does that gives up on an answer, or a
+    /// middlebox that drops a connection.
+    func reset() {
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        close(fd)
+        closed = true
+    }
 
     func send(_ text: String) {
         _ = Array(text.utf8).withUnsafeBufferPointer { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -160,6 +172,22 @@ struct HostilePeerTests {
             #expect(statusLines.count == 1, "exactly one answer: \(answer)")
             #expect(answer.contains("Connection: close"))
             #expect(answer.contains("Server: LinkRelay") && answer.contains("X-Content-Type-Options: nosniff"))
+        }
+    }
+
+    @Test("A client that resets its connection between requests is let go, and the relay serves on")
+    func resetBetweenRequests() async throws {
+        try await TestRelay.run { relay in
+            let connection = try RawConnection(port: try Self.port(relay))
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try await connection.read(until: "ok\n")?.hasPrefix("HTTP/1.1 200") == true)
+            connection.reset()
+            // The relay still answers, on a new connection; a second reset after another answer too.
+            let again = try RawConnection(port: try Self.port(relay))
+            again.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try await again.read(until: "ok\n")?.hasPrefix("HTTP/1.1 200") == true)
+            again.reset()
+            #expect(try await relay.request(.GET, "/healthz").status == 200)
         }
     }
 

@@ -154,13 +154,13 @@ struct TestRelay {
 
     /// A relay built as `run` builds it, on the memory store, but not started: `LinkRelay.respond(to:)`
     /// answers requests through its route table without a socket.
-    static func unstarted(clock: any RelayClock = ManualClock(), flags: [String: [String]] = [:]) async throws
-        -> LinkRelay
-    {
+    static func unstarted(
+        clock: any RelayClock = ManualClock(), flags: [String: [String]] = [:], environment: [String: String] = [:]
+    ) async throws -> LinkRelay {
         var all: [String: [String]] = ["port": ["8080"], "store": ["memory"], "api-key": [apiKey]]
         all.merge(flags) { $1 }
         return try await buildLinkRelay(
-            try RelayConfiguration.resolve(flags: all, environment: [:]), logger: quietLogger(), clock: clock)
+            try RelayConfiguration.resolve(flags: all, environment: environment), logger: quietLogger(), clock: clock)
     }
 
     func request(

@@ -20,4 +20,7 @@ struct ChannelAdmission: Sendable {
     let pollTimeout: Int
     /// CORS headers for the answer.
     let headers: HTTPHeaders
+
+    /// The session has ended and the client already has its every event: nothing will ever come.
+    var hasEverything: Bool { session.state.isTerminal && cursor >= session.lastSeq }
 }

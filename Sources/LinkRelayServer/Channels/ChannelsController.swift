@@ -21,6 +21,8 @@ final class ChannelsController: Sendable {
         /// Refused (or a plain GET on `/ws`), for this reason. `closes`: the request asked for an upgrade,
         /// and NIO's decoder reads nothing after one, so the connection ends with the answer.
         case refused(any Error, closes: Bool)
+        /// Nothing to open: this answer says so.
+        case answered(Answer)
         case webSocket(key: String, ChannelAdmission, ChannelSlot)
         case stream(ChannelTransport, ChannelAdmission, ChannelSlot)
     }
@@ -52,6 +54,13 @@ final class ChannelsController: Sendable {
                 status: .upgradeRequired, title: "Upgrade Required", detail: "Open this URL as a WebSocket.",
                 headers: ["Upgrade": "websocket"])
             return .refused(gate.readable(problem, origin: origin), closes: upgrading)
+        }
+        // An EventSource reconnects by itself after the stream ended, with the terminal event's id: 204
+        // is what stops it (HTML, "Server-sent events"), where an empty stream would bring it back.
+        if channel.transport == .sse, admission.hasEverything {
+            var headers = admission.headers
+            headers.add(name: "Cache-Control", value: "no-store")
+            return .answered(Answer(status: .noContent, headers: headers))
         }
         guard let slot = limits.openChannel(sessionID: admission.session.id, client: limits.client(request)) else {
             return .refused(LimitExceeded(), closes: upgrading)

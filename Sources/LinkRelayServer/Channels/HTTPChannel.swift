@@ -63,7 +63,7 @@ final class HTTPChannel {
 
     private func pollStep(_ step: ChannelFeed.Step, _ context: ChannelHandlerContext) -> Bool {
         // Done once a terminal event is delivered, or when the cursor is already past the last one.
-        let finished = admission.session.state.isTerminal && admission.cursor >= admission.session.lastSeq
+        let finished = admission.hasEverything
         var events: [SessionEvent] = []
         switch step {
         case .replayed(let replayed):

@@ -135,8 +135,13 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
                 text.writeBytes(event.wireJSON)
                 context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: text)), promise: nil)
             }
-            // The last event and the close frame leave in one write.
-            if events.contains(where: \.isTerminal) { close(.normalClosure, context) } else { context.flush() }
+            // The last event and the close frame leave in one write. A client that reconnected after the
+            // terminal event gets the close at once, as it would have after that event.
+            if events.contains(where: \.isTerminal) || (events.isEmpty && admission.hasEverything) {
+                close(.normalClosure, context)
+            } else {
+                context.flush()
+            }
         case .tick(let now):
             // The last ping went unanswered: the desktop is gone without saying so.
             if awaitingPong { return close(.goingAway, context) }

@@ -205,13 +205,14 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     /// NIO's decoder could not read a request (a bad chunk size, a malformed head): one 400, then the
-    /// connection closes. Whatever was under way for it is dropped.
+    /// connection closes. Whatever was under way for it is dropped. Any other error (a reset, a write
+    /// that failed) leaves no one to answer, and NIO takes no answer outside a request: only a close.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch state {
-        case .idle, .receiving:
+        case .idle where error is HTTPParserError, .receiving where error is HTTPParserError:
             ended()
             services.writer.write(Answer(status: .badRequest), keepAlive: false, to: context)
-        case .answering, .channel, .closed:
+        case .idle, .receiving, .answering, .channel, .closed:
             close(context)
         }
     }
@@ -327,6 +328,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         switch opening {
         case .refused(let error, let closes):
             respond(services.errors.answer(for: error, audience: .api), head: false, keepAlive && !closes, context)
+        case .answered(let answer):
+            respond(answer, head: false, keepAlive, context)
         case .webSocket(let key, let admission, let slot):
             WebSocketChannelHandler.upgrade(
                 key: key, admission, slot, services: services.channelServices, context: context)

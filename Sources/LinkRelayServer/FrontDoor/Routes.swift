@@ -12,7 +12,7 @@ struct Routes: Sendable {
     init(
         landing: LandingController, channels: ChannelsController, sessions: SessionsController,
         webhooks: WebhooksController, operations: OpsController, opsPage: OpsPage, pages: Pages,
-        demo: DemoController?, sandbox: SandboxController?,
+        demo: DemoController?, sandbox: SandboxController?, apiDescription: ETaggedDocument,
         deepLinks: DeepLinks = DeepLinks(), publicPath: String = "", metricsElsewhere: Bool = false
     ) {
         let apple = deepLinks.appleAssociation(publicPath: publicPath)
@@ -57,6 +57,8 @@ struct Routes: Sendable {
             // The apps' association files (API.md v1.1 "Deep links"): 404 until an app is configured.
             Route(.GET, "/.well-known/apple-app-site-association") { _ in try Self.association(apple) },
             Route(.GET, "/.well-known/assetlinks.json") { _ in try Self.association(android) },
+            // The API description (API.md v1.1), `templates/openapi.json`: every route above is in it.
+            Route(.GET, "/openapi.json") { request in .now(apiDescription.answer(to: request)) },
             // The pages' style sheet.
             Route(.GET, "/assets/relay.css") { _ in
                 .now(.asset(pages.stylesheet, contentType: "text/css; charset=utf-8"))
