@@ -1,8 +1,9 @@
 import Crypto
+import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// A document that is fixed for the life of the process (the API description), served with a strong
+/// A document that is fixed for the life of the process (the API description, the browser client), served with a strong
 /// `ETag`: a client that names it in `If-None-Match` gets a 304 without the body.
 struct ETaggedDocument: Sendable {
     let body: ByteBuffer
@@ -32,8 +33,8 @@ struct ETaggedDocument: Sendable {
     /// RFC 9110 §13.1.2 asks for If-None-Match: `W/"x"` names `"x"`.
     static func matches(_ candidates: [Substring], etag: String) -> Bool {
         candidates.contains { candidate in
-            let tag = candidate.trimmingPrefix("W/")
-            return candidate == "*" || tag == etag
+            let candidate = candidate.trimmingCharacters(in: .whitespaces)
+            return candidate == "*" || candidate.trimmingPrefix("W/") == etag
         }
     }
 }

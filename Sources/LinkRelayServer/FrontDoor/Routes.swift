@@ -64,8 +64,8 @@ struct Routes: Sendable {
                 .now(.asset(pages.stylesheet, contentType: "text/css; charset=utf-8"))
             },
             // The browser client that integrators' pages (and the demo) wait with.
-            Route(.GET, "/v1/client.js") { request in .now(pages.clientScript.answer(request)) },
-            Route(.HEAD, "/v1/client.js") { request in .now(pages.clientScript.answer(request)) },
+            Route(.GET, "/v1/client.js") { request in .now(pages.clientScript.answer(to: request)) },
+            Route(.HEAD, "/v1/client.js") { request in .now(pages.clientScript.answer(to: request)) },
         ]
         if !metricsElsewhere { all.append(Route(.GET, "/metrics", operations.metrics)) }
         if let demo, let sandbox {

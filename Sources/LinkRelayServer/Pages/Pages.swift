@@ -13,7 +13,9 @@ final class Pages: Sendable {
     let opsStylesheet: String
     let opsScript: String
     /// The browser client, `GET /v1/client.js`.
-    let clientScript: ClientScript
+    /// `GET /v1/client.js`: integrators' pages load it from the relay, so a browser revalidates it on every
+    /// load and gets a bodiless 304 while the relay's copy is unchanged.
+    let clientScript: ETaggedDocument
     /// Every template rendered without values, once at start: the landing and the error pages need
     /// nothing else, so a landing costs no render.
     private let plain: [String: ByteBuffer]
@@ -30,7 +32,7 @@ final class Pages: Sendable {
         self.stylesheet = stylesheet
         self.demoScript = demoScript
         (opsStylesheet, opsScript) = ops
-        self.clientScript = ClientScript(clientScript)
+        self.clientScript = ETaggedDocument(Array(clientScript.utf8), contentType: "text/javascript; charset=utf-8")
         plain = Dictionary(
             uniqueKeysWithValues: templates.map { ($0, ByteBuffer(string: Self.html(library, sandbox, $0, [:]))) })
         finalRejected = ByteBuffer(string: Self.html(library, sandbox, "final", ["rejected": true]))
