@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / ".build" / "debug" / "linkrelay"
@@ -142,7 +142,8 @@ def figure(page, section, label):
         .locator("dd")
 
 
-def test_ops_page_renders_counts_and_refreshes_in_place(relay):
+def test_ops_page_renders_counts_and_refreshes_in_place(relay, browser):
+    """`browser`: the harness's one Chromium (conftest.py); the relay is this file's own, by base URL."""
     first = verified_session(relay)
     waiting, channel = waiting_session_with_channel(relay)
     # Without credentials: the Basic challenge (a headless browser without credentials to offer aborts
@@ -150,57 +151,54 @@ def test_ops_page_renders_counts_and_refreshes_in_place(relay):
     status, headers, body = call("GET", relay + "/ops")
     assert status == 401 and "<svg" not in body
     assert headers["WWW-Authenticate"].startswith('Basic realm="LinkRelay ops"')
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True)
-        try:
-            context = browser.new_context(
-                http_credentials={"username": "ops", "password": API_KEY}, viewport={"width": 1100, "height": 900})
-            page = context.new_page()
-            problems = []
-            # Chromium asks every site for /favicon.ico, which the relay does not have: that 404 is not the page's.
-            page.on("console", lambda message: message.type in ("error", "warning")
-                    and not message.location.get("url", "").endswith("/favicon.ico") and problems.append(message.text))
-            page.on("pageerror", lambda error: problems.append(str(error)))
-            answer = page.goto(relay + "/ops?refresh=2")
-            assert answer.status == 200
-            assert answer.headers["cache-control"] == "no-store"
-            assert "default-src 'none'" in answer.headers["content-security-policy"]
+    try:
+        context = browser.new_context(
+            http_credentials={"username": "ops", "password": API_KEY}, viewport={"width": 1100, "height": 900})
+        page = context.new_page()
+        problems = []
+        # Chromium asks every site for /favicon.ico, which the relay does not have: that 404 is not the page's.
+        page.on("console", lambda message: message.type in ("error", "warning")
+                and not message.location.get("url", "").endswith("/favicon.ico") and problems.append(message.text))
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        answer = page.goto(relay + "/ops?refresh=2")
+        assert answer.status == 200
+        assert answer.headers["cache-control"] == "no-store"
+        assert "default-src 'none'" in answer.headers["content-security-policy"]
 
-            # Every section, its charts drawn as SVG with bars in them.
-            for section in ["channels", "sessions", "activity", "prove", "breaker", "webhooks"]:
-                expect(page.locator(f"#{section} h2")).to_be_visible()
-            charts = page.locator("figure.chart svg")
-            assert charts.count() == 5  # channels, holds by age, taps, outcomes, Prove (webhooks are off)
-            for index in range(charts.count()):
-                box = charts.nth(index).bounding_box()
-                assert box and box["width"] > 300 and box["height"] > 50, f"chart {index} is drawn"
-            # The outcomes chart has a green (verified) bar; the Prove table lists unify.
-            outcomes = page.locator('#activity svg[aria-label^="Outcomes"]')
-            assert outcomes.locator('rect[fill="#15803d"]').count() >= 2  # the bar and the legend's swatch
-            expect(figure(page, "activity", "Verified")).to_have_text("1")
-            expect(figure(page, "activity", "Taps")).to_have_text("1")
-            expect(figure(page, "breaker", "State")).to_have_text("closed")
-            expect(figure(page, "channels", "SSE")).to_have_text("1")
-            expect(figure(page, "sessions", "Waiting")).to_have_text("1")
-            assert page.locator("#sessions svg title", has_text="0–30 s: waiting 1, tapped 0").count() == 1
-            expect(page.locator("#prove td").first).to_have_text("unify")
-            # Aggregates only: nothing of the session is on the page.
-            html = page.content()
-            for secret in [first["sessionId"], first["channel"]["token"], waiting["sessionId"], API_KEY, PHONE]:
-                assert secret not in html
+        # Every section, its charts drawn as SVG with bars in them.
+        for section in ["channels", "sessions", "activity", "prove", "breaker", "webhooks"]:
+            expect(page.locator(f"#{section} h2")).to_be_visible()
+        charts = page.locator("figure.chart svg")
+        assert charts.count() == 5  # channels, holds by age, taps, outcomes, Prove (webhooks are off)
+        for index in range(charts.count()):
+            box = charts.nth(index).bounding_box()
+            assert box and box["width"] > 300 and box["height"] > 50, f"chart {index} is drawn"
+        # The outcomes chart has a green (verified) bar; the Prove table lists unify.
+        outcomes = page.locator('#activity svg[aria-label^="Outcomes"]')
+        assert outcomes.locator('rect[fill="#15803d"]').count() >= 2  # the bar and the legend's swatch
+        expect(figure(page, "activity", "Verified")).to_have_text("1")
+        expect(figure(page, "activity", "Taps")).to_have_text("1")
+        expect(figure(page, "breaker", "State")).to_have_text("closed")
+        expect(figure(page, "channels", "SSE")).to_have_text("1")
+        expect(figure(page, "sessions", "Waiting")).to_have_text("1")
+        assert page.locator("#sessions svg title", has_text="0–30 s: waiting 1, tapped 0").count() == 1
+        expect(page.locator("#prove td").first).to_have_text("unify")
+        # Aggregates only: nothing of the session is on the page.
+        html = page.content()
+        for secret in [first["sessionId"], first["channel"]["token"], waiting["sessionId"], API_KEY, PHONE]:
+            assert secret not in html
 
-            # Refreshed in place: a marker set on this document survives while the figures change.
-            page.evaluate("window.notReloaded = true")
-            verified_session(relay)
-            expect(figure(page, "activity", "Verified")).to_have_text("2", timeout=15000)
-            expect(figure(page, "activity", "Taps")).to_have_text("2")
-            assert page.evaluate("window.notReloaded === true"), "the page was reloaded, not refreshed in place"
-            expect(page.locator("#refresh-status")).to_have_text("")
+        # Refreshed in place: a marker set on this document survives while the figures change.
+        page.evaluate("window.notReloaded = true")
+        verified_session(relay)
+        expect(figure(page, "activity", "Verified")).to_have_text("2", timeout=15000)
+        expect(figure(page, "activity", "Taps")).to_have_text("2")
+        assert page.evaluate("window.notReloaded === true"), "the page was reloaded, not refreshed in place"
+        expect(page.locator("#refresh-status")).to_have_text("")
 
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / "ops.png"), full_page=True)
-            assert not problems, f"console errors or CSP refusals: {problems}"
-            context.close()
-        finally:
-            browser.close()
-            channel.close()
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "ops.png"), full_page=True)
+        assert not problems, f"console errors or CSP refusals: {problems}"
+        context.close()
+    finally:
+        channel.close()
