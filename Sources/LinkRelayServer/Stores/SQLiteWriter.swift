@@ -35,10 +35,16 @@ final class SQLiteWriter: Sendable {
         fileprivate let handle: OpaquePointer
         private var statements: [String: OpaquePointer] = [:]
 
+        /// Once closed, every use fails as SQLite's misuse would: the handle is freed, and touching it is
+        /// undefined (a write after the store closed answered 503 or 500 by chance).
+        private var isClosed = false
+        private static let closed = Failure(code: SQLITE_MISUSE, message: "the database is closed")
+
         fileprivate init(handle: OpaquePointer) { self.handle = handle }
 
         /// Runs `sql` (prepared at its first use) with `values` bound; true when it returned a row.
         func step(_ sql: String, _ values: [Value] = []) throws -> Bool {
+            guard !isClosed else { throw Self.closed }
             let statement = try prepared(sql)
             defer {
                 sqlite_nio_sqlite3_reset(statement)
@@ -75,16 +81,18 @@ final class SQLiteWriter: Sendable {
         }
 
         /// How many rows the last `INSERT`, `UPDATE` or `DELETE` changed.
-        var changes: Int { Int(sqlite_nio_sqlite3_changes(handle)) }
+        var changes: Int { isClosed ? 0 : Int(sqlite_nio_sqlite3_changes(handle)) }
 
         /// Runs statements without values or results (pragmas, `ROLLBACK`).
         func execute(_ sql: String) throws {
+            guard !isClosed else { throw Self.closed }
             try check(sqlite_nio_sqlite3_exec(handle, sql, nil, nil, nil))
         }
 
         /// Copies the rest of the WAL into the file, so that the next write starts it over (SQLite's
         /// `RESTART`); returns the WAL's pages and how many of them are in the file.
         func restartWAL() throws -> (walPages: Int, copied: Int) {
+            guard !isClosed else { throw Self.closed }
             var log: Int32 = 0
             var copied: Int32 = 0
             try check(sqlite_nio_sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_RESTART, &log, &copied))
@@ -92,11 +100,13 @@ final class SQLiteWriter: Sendable {
         }
 
         /// Gives back the connection's page cache.
-        func releaseMemory() { _ = sqlite_nio_sqlite3_db_release_memory(handle) }
+        func releaseMemory() { if !isClosed { _ = sqlite_nio_sqlite3_db_release_memory(handle) } }
 
-        fileprivate var inTransaction: Bool { sqlite_nio_sqlite3_get_autocommit(handle) == 0 }
+        fileprivate var inTransaction: Bool { !isClosed && sqlite_nio_sqlite3_get_autocommit(handle) == 0 }
 
         fileprivate func close() {
+            guard !isClosed else { return }
+            isClosed = true
             for statement in statements.values { sqlite_nio_sqlite3_finalize(statement) }
             statements = [:]
             sqlite_nio_sqlite3_close_v2(handle)
