@@ -20,9 +20,13 @@ extension SQLiteSessionStore {
 
     /// Reads the due messages, then leases them in one write that takes only those still due: this
     /// process is the file's only writer, so nothing else can have leased them in between but itself.
+    ///
+    /// `INDEXED BY`: left to itself, SQLite read every pending message through the index by state and
+    /// sorted them for each claim (19 ms at 200,000 pending, and a drain of 35 messages a second after a
+    /// 10-minute outage); the index of due times gives the first `limit` at once.
     func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
         let due = try await webhooks(
-            "WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
+            "INDEXED BY webhook_messages_due WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
             [.integer(now.millis), .integer(limit)])
         guard !due.isEmpty else { return [] }
         let leased = try await write { connection in
