@@ -3,26 +3,30 @@
 # loopback (Benchmarks/webhook-receiver.py), each fresh, on SQLite and the embedded sandbox with
 # --limits off, as run.sh starts them. Three parts:
 #
-#   side  N waiters tapped at RATE a second (waiters.py) on a relay without webhooks, then on one with:
-#         tap→tapped and tap→result p50 / p99 side by side; delivered/s and event→delivery p50 / p99;
-#         whether every session's session.tapped and session.verified arrived.
+#   side  N waiters tapped at RATE a second (waiters.py) on a relay without webhooks, then on one with,
+#         ROUNDS times in turn: tap→tapped and tap→result p50 / p99 side by side; delivered/s and
+#         event→delivery p50 / p99; whether every session's session.tapped and session.verified arrived.
 #   down  whole sessions at RATE a second (create, the phone's visit to Prove, the landing; no channel)
 #         for DOWN seconds while the receiver refuses every connection, and AFTER seconds more once it
 #         is back; then the wait until the receiver has every session's two messages: the drain's
-#         length and rate, the relay's CPU per message, and what was lost (must be nothing).
+#         length and rate, the relay's CPU per message, and what was lost (must be nothing). Should the
+#         wait end first, the relay's SQLite file says what is still in its outbox, by state.
 #   fill  FILL pending messages (sessions at RATE a second, receiver down), then N waiters tapped at
 #         RATE a second on that relay; the same on a fresh relay with an empty outbox (receiver down
 #         for both); then the receiver comes back and a third run of taps goes while the backlog drains.
 #
-#   Benchmarks/webhooks.sh [--n 15000] [--rate 1000] [--transport ws] [--down 60] [--after 0]
+#   Benchmarks/webhooks.sh [--n 15000] [--rate 1000] [--transport ws] [--rounds 1] [--down 60] [--after 0]
 #                          [--fill 100000] [--drain-timeout 1800] [--parts side,down,fill] [--bin BIN]
 #
 # The issue's outage is 10 minutes: --down 600 (about 1.2 million messages at 1,000 taps a second).
-# Raw results stay in the printed directory. Needs pip install aiohttp uvloop standardwebhooks.
+# Raw results stay in the printed directory. The relays' SQLite files go there too, or to STORE_DIR
+# (a tmpfs such as /dev/shm tells the disk's share apart). RELAY_FLAGS adds `serve` flags.
+# Needs pip install aiohttp uvloop standardwebhooks.
 set -euo pipefail
 N=15000
 RATE=1000
 TRANSPORT=ws
+ROUNDS=1
 DOWN=60
 AFTER=0
 FILL=100000
@@ -35,13 +39,14 @@ while [ $# -gt 0 ]; do
         --n) N=$2 ;;
         --rate) RATE=$2 ;;
         --transport) TRANSPORT=$2 ;;
+        --rounds) ROUNDS=$2 ;;
         --down) DOWN=$2 ;;
         --after) AFTER=$2 ;;
         --fill) FILL=$2 ;;
         --drain-timeout) DRAIN_TIMEOUT=$2 ;;
         --parts) PARTS=$2 ;;
         --bin) bin=$2 ;;
-        *) sed -n '2,24p' "$0" >&2; exit 2 ;;
+        *) sed -n '2,25p' "$0" >&2; exit 2 ;;
     esac
     shift 2
 done
@@ -51,6 +56,8 @@ if [ -z "$bin" ]; then
     bin=$(cd "$root" && swift build -c release --show-bin-path)/linkrelay
 fi
 out=$(mktemp -d /tmp/linkrelay-webhooks.XXXX)
+store=${STORE_DIR:-$out}
+mkdir -p "$store"
 key=bench-api-key-0123456789abcdef
 port=${LINKRELAY_BENCH_PORT:-18700}
 hooks=$((port + 90))    # the receiver
@@ -84,9 +91,9 @@ start_relay() {
         echo "port $port is taken (LINKRELAY_BENCH_PORT chooses another)" >&2
         exit 1
     fi
-    rm -f "$out/$name.sqlite"*
+    rm -f "$store/$name.sqlite"*
     (cd "$root" && PROVE_CLIENT_ID=sandbox-client PROVE_CLIENT_SECRET=sandbox-secret exec "$bin" serve \
-        --port "$port" --store "sqlite:$out/$name.sqlite" --limits off --api-key "$key" --hold 600 "$@" \
+        --port "$port" --store "sqlite:$store/$name.sqlite" --limits off --api-key "$key" --hold 600 "$@" \
         ${RELAY_FLAGS:-} >"$out/$name.log" 2>&1) &
     relay_pid=$!
     until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
@@ -285,16 +292,19 @@ record() {
 
 if [[ $PARTS == *side* ]]; then
     note_load side
-    echo "== side by side: $N waiters on $TRANSPORT, $RATE taps/s, without and with webhooks" >&2
-    start_relay plain
-    waiters plain
-    stop_relay
-    start_relay hooked "${webhook_flags[@]}"
-    receiver POST mark >/dev/null
-    waiters hooked
-    await_delivered $((2 * $(wc -l <"$out/hooked.ids"))) 120 "$out/hooked.timeline" >/dev/null
-    record hooked "$out/hooked.ids"
-    stop_relay
+    echo "== side by side: $N waiters on $TRANSPORT, $RATE taps/s, without and with webhooks, $ROUNDS rounds" >&2
+    # In turn, so that the machine's drift falls on both.
+    for round in $(seq "$ROUNDS"); do
+        start_relay "plain-$round"
+        waiters "plain-$round"
+        stop_relay
+        start_relay "hooked-$round" "${webhook_flags[@]}"
+        receiver POST mark >/dev/null
+        waiters "hooked-$round"
+        await_delivered $((2 * $(wc -l <"$out/hooked-$round.ids"))) 120 "$out/hooked-$round.timeline" >/dev/null
+        record "hooked-$round" "$out/hooked-$round.ids"
+        stop_relay
+    done
 fi
 
 if [[ $PARTS == *down* ]]; then
@@ -315,6 +325,19 @@ if [[ $PARTS == *down* ]]; then
     waited=$(await_delivered $((2 * $(wc -l <"$out/down.ids"))) "$DRAIN_TIMEOUT" "$out/down.timeline")
     cpu1=$(cpu_s "$relay_pid")
     record down "$out/down.ids"
+    stop_relay
+    # What the relay's outbox holds, by state, and the sessions of which it holds no message of a type:
+    # a message still pending when the wait ended is late, not lost.
+    python3 - "$store/down.sqlite" "$out/down.ids" >"$out/down.outbox.json" <<'EOF'
+import json, sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+states = dict(db.execute("SELECT state, count(*) FROM webhook_messages GROUP BY state").fetchall())
+held = {}
+for session, type_ in db.execute("SELECT session_id, type FROM webhook_messages"):
+    held[session] = held.get(session, 0) | {"session.tapped": 1, "session.verified": 2}.get(type_, 0)
+ids = [line.strip() for line in open(sys.argv[2]) if line.strip()]
+print(json.dumps({"states": states, "sessions": len(ids), "lacking": sum(1 for i in ids if held.get(i, 0) != 3)}))
+EOF
     python3 - "$out/down.extra.json" "$pending_at_end" "$rss_kib" "$cpu0" "$cpu1" "$t_up" "$waited" <<'EOF'
 import json, sys
 path, pending, rss, cpu0, cpu1, t_up, waited = sys.argv[1:]
@@ -322,7 +345,6 @@ json.dump({"pending_at_end": float(pending or 0), "rss_mib_at_end": round(int(rs
            "drain_cpu_s": round(float(cpu1) - float(cpu0), 2), "up_at": float(t_up), "waited_s": int(waited)},
           open(path, "w"))
 EOF
-    stop_relay
 fi
 
 if [[ $PARTS == *fill* ]]; then
@@ -370,16 +392,24 @@ def complete(h):
     return (f"{fmt(c.get('complete'))} of {fmt(c.get('expected'))} (lacking tapped: {fmt(m.get('session.tapped'))}, "
             f"verified: {fmt(m.get('session.verified'))}); {fmt(get(h, 'window', 'duplicates'))} duplicates")
 print(f"\nresults in {out}")
-if os.path.exists(f"{out}/plain.json"):
-    a, b, h = load("plain.json"), load("hooked.json"), load("hooked.webhooks.json")
-    w, e = h.get("window", {}), get(h, "window", "event_to_delivery_ms") or {}
-    print(f"\n| {n} waiters on {transport}, {rate} taps/s | LinkRelay | LinkRelay + webhooks |\n|---|---|---|")
-    print(f"| tap→tapped p50 / p99 ms | {lat(a, 'tapped_ms')} | {lat(b, 'tapped_ms')} |")
-    print(f"| tap→result p50 / p99 ms | {lat(a, 'result_ms')} | {lat(b, 'result_ms')} |")
-    print(f"| taps sent in s; failed waiters | {fmt(a.get('tap_s'))}; {fmt(a.get('failed'))} | {fmt(b.get('tap_s'))}; {fmt(b.get('failed'))} |")
-    print(f"| webhooks: delivered/s (most in one second) | | {fmt(w.get('delivered_per_s'))} ({fmt(w.get('peak_per_s'))}) |")
-    print(f"| webhooks: event→delivery p50 / p99 / max ms | | {fmt(e.get('p50'))} / {fmt(e.get('p99'))} / {fmt(e.get('max'))} |")
-    print(f"| webhooks: sessions with both messages | | {complete(h)} |")
+rounds = 0
+while os.path.exists(f"{out}/plain-{rounds + 1}.json"):
+    rounds += 1
+if rounds:
+    # One cell per column, the rounds in turn, separated by commas.
+    def each(name, f):
+        return ", ".join(f(load(f"{name}-{r}.json"), load(f"hooked-{r}.webhooks.json")) for r in range(1, rounds + 1))
+    print(f"\n| {n} waiters on {transport}, {rate} taps/s{f', {rounds} rounds in turn' if rounds > 1 else ''} "
+          f"| LinkRelay | LinkRelay + webhooks |\n|---|---|---|")
+    for ev in ("tapped", "result"):
+        print(f"| tap→{ev} p50 / p99 ms | {each('plain', lambda a, h: lat(a, ev + '_ms'))} | {each('hooked', lambda a, h: lat(a, ev + '_ms'))} |")
+    print(f"| taps sent in s; failed waiters | {each('plain', lambda a, h: fmt(a.get('tap_s')) + '; ' + fmt(a.get('failed')))} "
+          f"| {each('hooked', lambda a, h: fmt(a.get('tap_s')) + '; ' + fmt(a.get('failed')))} |")
+    print(f"| webhooks: delivered/s (most in one second) | | "
+          f"{each('hooked', lambda a, h: fmt(get(h, 'window', 'delivered_per_s')) + ' (' + fmt(get(h, 'window', 'peak_per_s')) + ')')} |")
+    print(f"| webhooks: event→delivery p50 / p99 ms | | "
+          f"{each('hooked', lambda a, h: fmt(get(h, 'window', 'event_to_delivery_ms', 'p50')) + ' / ' + fmt(get(h, 'window', 'event_to_delivery_ms', 'p99')))} |")
+    print(f"| webhooks: sessions with both messages | | {each('hooked', lambda a, h: complete(h))} |")
 if os.path.exists(f"{out}/down.webhooks.json"):
     o, x, h = load("down-outage.json"), load("down.extra.json"), load("down.webhooks.json")
     w = h.get("window", {})
@@ -395,6 +425,9 @@ if os.path.exists(f"{out}/down.webhooks.json"):
     print(f"| relay CPU per delivered message in the drain, ms | {fmt(round(x['drain_cpu_s'] * 1000 / msgs, 3) if msgs else None)} |")
     print(f"| sessions with both messages | {complete(h)} |")
     print(f"| relay: delivered / retry / failed attempts | {fmt(get(h, 'relay', 'delivered'))} / {fmt(get(h, 'relay', 'retry'))} / {fmt(get(h, 'relay', 'failed'))} |")
+    ob = load("down.outbox.json")
+    print(f"| the relay's outbox after the wait, by state; sessions of which it holds no message of a type | "
+          f"{', '.join(f'{k} {fmt(v)}' for k, v in sorted(ob.get('states', {}).items()))}; {fmt(ob.get('lacking'))} of {fmt(ob.get('sessions'))} |")
 if os.path.exists(f"{out}/fill.webhooks.json"):
     e, f, d, h = load("empty.json"), load("full.json"), load("draining.json"), load("fill.webhooks.json")
     pending = fmt(float(open(f"{out}/fill.pending").read().strip() or 0))
