@@ -105,8 +105,13 @@ start_relay() {
 # The machine's load, before each part: other work on the cores shows in every figure.
 note_load() { echo "$1: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/load.txt"; }
 receiver() { curl -sf -X "$1" "http://127.0.0.1:$control/$2" "${@:3}"; }
-cpu_s() { awk '{printf "%.2f\n", ($14 + $15) / 100}' "/proc/$1/stat"; }
-metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+# A relay that is gone (stopped from outside) reads as 0, so that the run still reports what it has.
+cpu_s() { awk '{printf "%.2f\n", ($14 + $15) / 100}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+metric() {  # null when the relay does not answer
+    local value
+    value=$(curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}') || true
+    echo "${value:-null}"
+}
 
 # Waits until the receiver's window has $1 first deliveries or $2 seconds have passed, sampling the
 # relay's queue depth every 5 s into $3. Prints the seconds waited.
@@ -315,7 +320,7 @@ if [[ $PARTS == *down* ]]; then
     sessions down-outage "$DOWN"
     sleep 6  # the gauge is read every 5 s
     pending_at_end=$(metric linkrelay_webhook_queue_depth)
-    rss_kib=$(awk '/VmRSS/ {print $2}' "/proc/$relay_pid/status")
+    rss_kib=$(awk '/VmRSS/ {print $2}' "/proc/$relay_pid/status" 2>/dev/null || echo 0)
     receiver POST mark >/dev/null
     cpu0=$(cpu_s "$relay_pid")
     t_up=$(date +%s.%N)
@@ -341,7 +346,7 @@ EOF
     python3 - "$out/down.extra.json" "$pending_at_end" "$rss_kib" "$cpu0" "$cpu1" "$t_up" "$waited" <<'EOF'
 import json, sys
 path, pending, rss, cpu0, cpu1, t_up, waited = sys.argv[1:]
-json.dump({"pending_at_end": float(pending or 0), "rss_mib_at_end": round(int(rss) / 1024, 1),
+json.dump({"pending_at_end": float(pending) if pending not in ("", "null") else None, "rss_mib_at_end": round(int(rss) / 1024, 1),
            "drain_cpu_s": round(float(cpu1) - float(cpu0), 2), "up_at": float(t_up), "waited_s": int(waited)},
           open(path, "w"))
 EOF
@@ -430,7 +435,8 @@ if os.path.exists(f"{out}/down.webhooks.json"):
           f"{', '.join(f'{k} {fmt(v)}' for k, v in sorted(ob.get('states', {}).items()))}; {fmt(ob.get('lacking'))} of {fmt(ob.get('sessions'))} |")
 if os.path.exists(f"{out}/fill.webhooks.json"):
     e, f, d, h = load("empty.json"), load("full.json"), load("draining.json"), load("fill.webhooks.json")
-    pending = fmt(float(open(f"{out}/fill.pending").read().strip() or 0))
+    pending = open(f"{out}/fill.pending").read().strip()
+    pending = fmt(float(pending)) if pending not in ("", "null") else "-"
     print(f"\n| {n} waiters on {transport}, {rate} taps/s, receiver down | empty outbox | {pending} pending | draining (receiver back) |\n|---|---|---|---|")
     print(f"| tap→tapped p50 / p99 ms | {lat(e, 'tapped_ms')} | {lat(f, 'tapped_ms')} | {lat(d, 'tapped_ms')} |")
     print(f"| tap→result p50 / p99 ms | {lat(e, 'result_ms')} | {lat(f, 'result_ms')} | {lat(d, 'result_ms')} |")
