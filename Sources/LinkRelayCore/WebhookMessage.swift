@@ -24,7 +24,7 @@ public struct WebhookMessage: Sendable, Equatable {
         }
     }
 
-    /// `msg_` and 22 random characters: the `webhook-id`, the same on every attempt.
+    /// The `webhook-id`, the same on every attempt: see `newID(at:)`.
     public var id: String
     /// `session.tapped`, `session.verified`, …
     public var type: String
@@ -38,10 +38,10 @@ public struct WebhookMessage: Sendable, Equatable {
     public var attempts: [Attempt]
 
     public init(
-        id: String = "msg_" + Secrets.token(length: 22), type: String, sessionId: String, createdAt: Date,
+        id: String? = nil, type: String, sessionId: String, createdAt: Date,
         payload: [UInt8], state: State = .pending, nextAttemptAt: Date? = nil, attempts: [Attempt] = []
     ) {
-        self.id = id
+        self.id = id ?? Self.newID(at: createdAt)
         self.type = type
         self.sessionId = sessionId
         self.createdAt = createdAt
@@ -50,6 +50,22 @@ public struct WebhookMessage: Sendable, Equatable {
         self.nextAttemptAt = nextAttemptAt ?? createdAt
         self.attempts = attempts
     }
+
+    /// `msg_`, the creation time's milliseconds in 8 characters that sort as they come, then 14 random
+    /// characters (83 bits): ids of successive messages sort after each other, as KSUIDs do, so an outbox
+    /// index by id grows at one end instead of touching a page at random for each message.
+    public static func newID(at createdAt: Date) -> String {
+        var millis = UInt64(max(0, createdAt.timeIntervalSince1970 * 1000))
+        var time = [UInt8](repeating: 0, count: 8)
+        for index in time.indices.reversed() {
+            time[index] = sortedDigits[Int(millis % 62)]
+            millis /= 62
+        }
+        return "msg_" + String(decoding: time, as: UTF8.self) + Secrets.token(length: 14)
+    }
+
+    /// Base 62 in ASCII order.
+    private static let sortedDigits = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
 
     /// The message type that reports `kind`; nil for `waiting`, which the integrator's own create call saw.
     public static func type(reporting kind: SessionEvent.Kind) -> String? {
@@ -83,8 +99,9 @@ public protocol WebhookOutbox: Sendable {
     /// Up to `limit` pending messages due by `now`, oldest due first, each leased until `leaseUntil`:
     /// until then no other caller (on any instance) claims it again.
     func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage]
-    /// Stores an attempt's outcome: the message's state, its next attempt and its attempts.
-    func recordWebhookAttempt(_ message: WebhookMessage) async throws
+    /// Stores attempts' outcomes, together: each message's state, next attempt and attempts. A message
+    /// stays leased until its outcome is stored.
+    func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws
     /// Messages, newest first; every state when `state` is nil.
     func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage]
     /// Makes the message pending and due at `now`, whatever its state; nil when there is none.

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import LinkRelayCore
@@ -119,5 +120,20 @@ struct SecretsTests {
         #expect(masked.hasSuffix("0123"))
         #expect(masked.dropLast(4).allSatisfy { $0 == "*" })
         #expect(!masked.contains("447700"))
+    }
+}
+
+struct WebhookIDTests {
+    @Test("A message id is msg_ and 22 letters and digits, and later messages' ids sort after earlier ones'")
+    func sortsByCreation() {
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        let ids = (0..<200).map { WebhookMessage.newID(at: start.addingTimeInterval(Double($0) * 0.0015)) }
+        #expect(ids.allSatisfy { $0.hasPrefix("msg_") && $0.count == 26 })
+        #expect(ids.allSatisfy { $0.dropFirst(4).allSatisfy { SecretsTests.alphabet.contains($0) } })
+        #expect(ids.map { $0.prefix(12) } == ids.map { $0.prefix(12) }.sorted())
+        #expect(ids[0].prefix(12) < ids[1].prefix(12))
+        #expect(Set(ids).count == ids.count)
+        // 8 time characters last until 8,900 years after 1970.
+        #expect(WebhookMessage.newID(at: .distantFuture) > WebhookMessage.newID(at: Date()))
     }
 }

@@ -58,8 +58,8 @@ struct SessionServiceTests {
         func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
             try await memory.claimWebhooks(dueBy: now, leaseUntil: leaseUntil, limit: limit)
         }
-        func recordWebhookAttempt(_ message: WebhookMessage) async throws {
-            try await memory.recordWebhookAttempt(message)
+        func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
+            try await memory.recordWebhookAttempts(messages)
         }
         func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
             try await memory.webhookMessages(state: state, limit: limit)

@@ -61,12 +61,12 @@ struct WebhookOutboxTests {
             var attempted = message
             attempted.attempts = [.init(at: t0 + 60, status: 500, error: "answered 500", durationMs: 3)]
             attempted.nextAttemptAt = t0 + 65
-            try await store.recordWebhookAttempt(attempted)
+            try await store.recordWebhookAttempts([attempted])
             let pending = try await store.webhookMessages(state: .pending, limit: 10)
             #expect(pending.first?.attempts == attempted.attempts)
             #expect(pending.first?.nextAttemptAt == t0 + 65)
             attempted.state = .delivered
-            try await store.recordWebhookAttempt(attempted)
+            try await store.recordWebhookAttempts([attempted])
             #expect(try await store.webhookMessages(state: .delivered, limit: 10).map(\.id) == [message.id])
             #expect(try await store.webhookMessages(state: .pending, limit: 10).isEmpty)
             #expect(try await store.webhookBacklog() == WebhookBacklog(pending: 0, oldestPending: nil))
@@ -79,9 +79,34 @@ struct WebhookOutboxTests {
             // Pruning keeps what is pending.
             let second = try await WebhookFixtures.enqueue(store, at: t0 + 1)
             attempted.state = .failed
-            try await store.recordWebhookAttempt(attempted)
+            try await store.recordWebhookAttempts([attempted])
             try await store.pruneWebhooks(createdBefore: t0 + 3600)
             #expect(try await store.webhookMessages(state: nil, limit: 10).map(\.id) == [second.id])
+        }
+    }
+
+    @Test(
+        "Outcomes stored together each end their message's lease: delivered ones stay, a retry comes due again",
+        arguments: stores)
+    func outcomesTogether(kind: String) async throws {
+        try await Self.withStore(kind) { store in
+            let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+            let first = try await WebhookFixtures.enqueue(store, at: t0)
+            let second = try await WebhookFixtures.enqueue(store, at: t0)
+            let claimed = try await store.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 10)
+            #expect(Set(claimed.map(\.id)) == [first.id, second.id])
+            var delivered = first
+            delivered.state = .delivered
+            delivered.attempts = [.init(at: t0, status: 204, error: nil, durationMs: 1)]
+            var failed = second
+            failed.attempts = [.init(at: t0, status: 500, error: "answered 500", durationMs: 1)]
+            failed.nextAttemptAt = t0 + 5
+            try await store.recordWebhookAttempts([delivered, failed])
+            #expect(try await store.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 10).isEmpty)
+            let again = try await store.claimWebhooks(dueBy: t0 + 5, leaseUntil: t0 + 65, limit: 10)
+            #expect(again.map(\.id) == [second.id])
+            #expect(again.first?.attempts == failed.attempts)
+            #expect(try await store.webhookMessages(state: .delivered, limit: 10).map(\.id) == [first.id])
         }
     }
 

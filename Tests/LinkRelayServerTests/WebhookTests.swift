@@ -23,9 +23,9 @@ final class ObservedOutbox: WebhookOutbox {
     func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
         try await store.claimWebhooks(dueBy: now, leaseUntil: leaseUntil, limit: limit)
     }
-    func recordWebhookAttempt(_ message: WebhookMessage) async throws {
-        try await store.recordWebhookAttempt(message)
-        continuation.yield(message)
+    func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
+        try await store.recordWebhookAttempts(messages)
+        for message in messages { continuation.yield(message) }
     }
     func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
         try await store.webhookMessages(state: state, limit: limit)

@@ -90,10 +90,11 @@ final class MemorySessionStore: SessionStore {
         }
     }
 
-    func recordWebhookAttempt(_ message: WebhookMessage) async throws {
+    func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
         state.withLock { state in
-            guard state.webhooks[message.id] != nil else { return }
-            state.webhooks[message.id] = message
+            for message in messages where state.webhooks[message.id] != nil {
+                state.webhooks[message.id] = message
+            }
         }
     }
 

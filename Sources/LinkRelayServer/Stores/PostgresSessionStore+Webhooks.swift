@@ -20,14 +20,17 @@ extension PostgresSessionStore {
         }
     }
 
-    func recordWebhookAttempt(_ message: WebhookMessage) async throws {
-        let attempts = String(decoding: WebhookMessage.storedAttempts(message.attempts), as: UTF8.self)
+    func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
+        guard !messages.isEmpty else { return }
+        let attempts = messages.map { String(decoding: WebhookMessage.storedAttempts($0.attempts), as: UTF8.self) }
         try await writing {
             _ = try await client.query(
                 """
-                UPDATE linkrelay_webhooks SET state = \(message.state.rawValue),
-                    next_attempt_at = \(message.nextAttemptAt), attempts = \(attempts)
-                WHERE id = \(message.id)
+                UPDATE linkrelay_webhooks AS w SET state = x.state, next_attempt_at = x.next, attempts = x.attempts
+                FROM unnest(
+                    \(messages.map(\.id))::text[], \(messages.map(\.state.rawValue))::text[],
+                    \(messages.map(\.nextAttemptAt))::timestamptz[], \(attempts)::text[]) AS x (id, state, next, attempts)
+                WHERE w.id = x.id
                 """, logger: logger
             ).collect()
         }

@@ -3,7 +3,8 @@ import LinkRelayCore
 import SQLiteNIO
 
 /// The webhook outbox in the sessions' file: messages are inserted by the write that records their event
-/// (`update`), and every change goes through the one writer.
+/// (`update`), and every change goes through the one writer. The sender's writes are not run on its
+/// thread, which yields to the taps' (`WebhookSender`).
 extension SQLiteSessionStore {
     static func insert(_ message: WebhookMessage, _ connection: SQLiteWriter.Connection) throws {
         _ = try connection.step(
@@ -18,38 +19,58 @@ extension SQLiteSessionStore {
             ])
     }
 
-    /// Reads the due messages, then leases them in one write that takes only those still due: this
-    /// process is the file's only writer, so nothing else can have leased them in between but itself.
+    /// Reads the due messages, then takes those not leased in a turn of the writer, which sees every
+    /// write before it: a message whose outcome was just stored is not taken again. Leases live in memory
+    /// (this process is the file's only writer), so a claim writes nothing; after a restart every pending
+    /// message is free again.
     ///
     /// `INDEXED BY`: left to itself, SQLite read every pending message through the index by state and
     /// sorted them for each claim (19 ms at 200,000 pending, and a drain of 35 messages a second after a
     /// 10-minute outage); the index of due times gives the first `limit` at once.
     func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
+        let leased = webhookLeases.withLock { leases in
+            leases = leases.filter { $0.value > now }
+            return leases.count
+        }
         let due = try await webhooks(
             "INDEXED BY webhook_messages_due WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
-            [.integer(now.millis), .integer(limit)])
+            [.integer(now.millis), .integer(limit + leased)])
         guard !due.isEmpty else { return [] }
-        let leased = try await write { connection in
-            try due.filter { message in
-                _ = try connection.step(
-                    """
-                    UPDATE webhook_messages SET next_attempt_at = ?
-                    WHERE id = ? AND state = 'pending' AND next_attempt_at <= ?
-                    """, [.integer(leaseUntil.millis), .text(message.id), .integer(now.millis)])
-                return connection.changes == 1
+        return try await write(onCallersThread: false) { [webhookLeases] connection in
+            var taken: [WebhookMessage] = []
+            for message in due where taken.count < limit {
+                guard webhookLeases.withLock({ $0[message.id] == nil }),
+                    try connection.step(
+                        "SELECT 1 FROM webhook_messages WHERE id = ? AND state = 'pending' AND next_attempt_at <= ?",
+                        [.text(message.id), .integer(now.millis)])
+                else { continue }
+                taken.append(message)
             }
+            webhookLeases.withLock { leases in
+                for message in taken { leases[message.id] = leaseUntil }
+            }
+            return taken
         }
-        return leased
     }
 
-    func recordWebhookAttempt(_ message: WebhookMessage) async throws {
-        try await write { connection in
-            _ = try connection.step(
-                "UPDATE webhook_messages SET state = ?, next_attempt_at = ?, attempts = ? WHERE id = ?",
-                [
-                    .text(message.state.rawValue), .integer(message.nextAttemptAt.millis),
-                    .utf8(WebhookMessage.storedAttempts(message.attempts)), .text(message.id),
-                ])
+    /// Stores the outcomes in one write, and ends their leases in it: a claim after it sees the outcomes.
+    /// The values are made before: the write holds up every other.
+    func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
+        guard !messages.isEmpty else { return }
+        let rows: [[SQLiteWriter.Value]] = messages.map { message in
+            [
+                .text(message.state.rawValue), .integer(message.nextAttemptAt.millis),
+                .utf8(WebhookMessage.storedAttempts(message.attempts)), .text(message.id),
+            ]
+        }
+        try await write(onCallersThread: false) { [webhookLeases] connection in
+            for row in rows {
+                _ = try connection.step(
+                    "UPDATE webhook_messages SET state = ?, next_attempt_at = ?, attempts = ? WHERE id = ?", row)
+            }
+            webhookLeases.withLock { leases in
+                for message in messages { leases[message.id] = nil }
+            }
         }
     }
 
@@ -106,7 +127,8 @@ extension SQLiteSessionStore {
 extension WebhookMessage {
     /// Attempts as the stores keep them: JSON, dates as seconds since 2001.
     static func storedAttempts(_ attempts: [Attempt]) -> [UInt8] {
-        Array((try? JSONEncoder().encode(attempts)) ?? Data("[]".utf8))
+        guard !attempts.isEmpty else { return Array("[]".utf8) }  // every new message
+        return Array((try? JSONEncoder().encode(attempts)) ?? Data("[]".utf8))
     }
 
     static func attempts(stored: [UInt8]) throws -> [Attempt] {

@@ -58,6 +58,9 @@ final class SQLiteSessionStore: SessionStore {
     private let cache = Locked(SQLiteSessionCache(liveCapacity: liveCapacity, endedCapacity: endedCapacity))
     private let decoder = JSONDecoder()
     private let health: StorageHealth
+    /// Claimed webhook messages, until when: kept here, not in the file, since this process is the
+    /// file's one writer (`SQLiteSessionStore+Webhooks`).
+    let webhookLeases = Locked<[String: Date]>([:])
 
     private init(
         writer: SQLiteWriter, readers: [SQLiteConnection], checkpointer: SQLiteCheckpointer,
@@ -142,15 +145,16 @@ final class SQLiteSessionStore: SessionStore {
         return "file:" + (absolute.addingPercentEncoding(withAllowedCharacters: allowed) ?? absolute) + "?vfs=" + vfs
     }
 
-    /// Runs a write through the writer. One that SQLite could not make (the disk read-only or full,
+    /// Runs a write through the writer (`SQLiteWriter.write`). One that SQLite could not make (the disk read-only or full,
     /// the file removed) is `StoreError.unavailable`, and the store counts as failing until a write
     /// goes through again.
     func write<T: Sendable>(
+        onCallersThread: Bool = true,
         _ body: @escaping @Sendable (SQLiteWriter.Connection) throws -> T,
         committed: @escaping @Sendable (Result<T, any Error>) -> Void = { _ in }
     ) async throws -> T {
         do {
-            let result = try await writer.write(body, committed: committed)
+            let result = try await writer.write(onCallersThread: onCallersThread, body, committed: committed)
             health.succeeded()
             return result
         } catch let failure as SQLiteWriter.Failure {

@@ -195,11 +195,15 @@ final class SQLiteWriter: Sendable {
 
     /// Runs `body` in a transaction with the other writes that queued meanwhile, and once that
     /// committed (or failed), `committed` with the outcome, in commit order, before any later write runs.
+    ///
+    /// `onCallersThread: false` for a caller whose thread runs at a lower priority (the webhook sender):
+    /// the writes that queue behind its commit would wait for that thread to get the CPU back.
     func write<T: Sendable>(
+        onCallersThread: Bool = true,
         _ body: @escaping @Sendable (Connection) throws -> T,
         committed: @escaping @Sendable (Result<T, any Error>) -> Void = { _ in }
     ) async throws -> T {
-        if queue.withLock({ $0.claim() }) {
+        if onCallersThread, queue.withLock({ $0.claim() }) {
             let write = PendingWrite(body: body, committed: committed, continuation: nil)
             commit([write])
             // Writes that queued meanwhile are committed here too; only what queues after that, or must

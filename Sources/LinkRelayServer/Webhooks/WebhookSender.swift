@@ -5,15 +5,24 @@ import LinkRelaySupport
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import ServiceLifecycle
 
 /// Sends the outbox's messages to the webhook URL, signed (Standard Webhooks), at least once each.
 ///
 /// One loop claims due messages (leased, so no other instance sends them meanwhile) while fewer than
-/// `concurrency` are in flight, and each is sent in a task of its own on an HTTP client of its own:
-/// a receiver that is slow, down or huge in its answers ties up only these tasks and that client,
-/// never a tap, a channel or a call to Prove. It wakes when a write adds a message, when a send ends,
+/// `concurrency` are in flight, and each is sent in a task of its own on an HTTP client of its own, all
+/// on a thread of the sender's own: a receiver that is slow, down or huge in its answers ties up only
+/// these tasks and that thread, never a tap, a channel or a call to Prove. The sends' work never queues
+/// on the channels' event loops ahead of a tap, and the thread runs at a lower priority (nice 10): when
+/// the CPU is short, taps and channels go first and messages wait, kept in the outbox. It wakes when a write adds a message, when a send ends,
 /// and every `pollInterval` (for retries coming due, and for messages another instance left).
+///
+/// The store's work is gathered, since it shares the disk with the taps: claims at most every
+/// `claimInterval` while the queue keeps up, and the attempts' outcomes in one write every
+/// `recordInterval`. One write per outcome, at 2,000 messages a second, quadrupled the bytes SQLite
+/// wrote and with them its checkpoint's flush, which the taps' commits then waited behind
+/// (Benchmarks/HISTORY.md, "Webhooks").
 ///
 /// A circuit breaker stands for the receiver: after 5 failures in a row, one message goes every 5 s
 /// until one is taken. Meanwhile the others wait, due, without an attempt each: when the receiver is
@@ -31,6 +40,8 @@ final class WebhookSender: Service, Sendable {
     static let delays: [TimeInterval] = [5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800]
     static let concurrency = 16
     static let pollInterval: TimeInterval = 1
+    static let claimInterval: Duration = .milliseconds(5)
+    static let recordInterval: Duration = .milliseconds(20)
     /// The answer bodies read, then dropped: more, and the connection is closed instead.
     static let maximumAnswerBytes = 64 * 1024
     /// Delivered and failed messages are kept this long for `GET /v1/webhooks/messages`.
@@ -47,8 +58,13 @@ final class WebhookSender: Service, Sendable {
     let logger: Logger
     let attemptTimeout: TimeInterval
     private let client: HTTPClient
+    private let thread = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private let executor: EventLoopTaskExecutor
     private let wakeUps = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     private let inFlight = Locked(0)
+    /// Attempts that ended, waiting for the next `record()`; their messages stay leased until then.
+    private let ended = Locked<[WebhookMessage]>([])
+    private let endings = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     let receiver: CircuitBreaker
 
     init(
@@ -77,16 +93,33 @@ final class WebhookSender: Service, Sendable {
             redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(5), read: .milliseconds(Int64(attemptTimeout * 1000))))
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = Self.concurrency
-        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        client = HTTPClient(eventLoopGroupProvider: .shared(thread), configuration: configuration)
+        executor = EventLoopTaskExecutor(thread.next())
+        // On Linux a thread's nice value is its own: this lowers the sender's thread only.
+        thread.next().execute { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10) }
     }
 
     /// A message was written, or a send ended: look for due messages now.
     func wake() { wakeUps.continuation.yield() }
 
     func run() async throws {
-        let ticker = Task { [clock] in
+        await withTaskExecutorPreference(executor) {
+            await sendUntilShutdown()
+        }
+        try? await client.shutdown()
+        try? await thread.shutdownGracefully()
+    }
+
+    private func sendUntilShutdown() async {
+        let ticker = Task(executorPreference: executor) { [self] in
             while (try? await clock.sleep(until: clock.now().addingTimeInterval(Self.pollInterval))) != nil {
                 wake()
+            }
+        }
+        let recording = Task(executorPreference: executor) { [self] in
+            for await _ in endings.stream {
+                try? await Task.sleep(for: Self.recordInterval)
+                await record()
             }
         }
         var upkeep = Date.distantPast
@@ -118,14 +151,31 @@ final class WebhookSender: Service, Sendable {
                         self.wake()
                     }
                 }
-                if claimed.count == limit, !first.isProbe { wake() }  // there may be more due
+                if claimed.count == limit, !first.isProbe {
+                    wake()  // there may be more due
+                } else {
+                    try? await Task.sleep(for: Self.claimInterval)
+                }
             }
             // Shutting down: sends under way stop, each stored as a failed attempt, and go again after a start
             // (a send whose record is lost too goes once its lease ends): at least once.
             group.cancelAll()
         }
         ticker.cancel()
-        try? await client.shutdown()
+        endings.continuation.finish()
+        await recording.value
+        await record()
+    }
+
+    /// Stores the attempts that ended since the last time, in one write. Should the store not take
+    /// them, their leases run out and the messages go again.
+    private func record() async {
+        let outcomes = ended.withLock { ended in
+            defer { ended.removeAll() }
+            return ended
+        }
+        guard !outcomes.isEmpty else { return }
+        try? await outbox.recordWebhookAttempts(outcomes)
     }
 
     /// The queue's gauges, and the pruning of old delivered and failed messages.
@@ -136,8 +186,7 @@ final class WebhookSender: Service, Sendable {
         try? await outbox.pruneWebhooks(createdBefore: now.addingTimeInterval(-Self.keepFor))
     }
 
-    /// One attempt, and its outcome stored. Should the store not take it, the lease runs out and the
-    /// message goes again.
+    /// One attempt; its outcome is stored with the others that end about then (`record()`).
     func send(_ message: WebhookMessage, permit: CircuitBreaker.Permit?) async {
         let started = clock.now()
         let timestamp = Int(started.timeIntervalSince1970)
@@ -202,7 +251,8 @@ final class WebhookSender: Service, Sendable {
         }
         metrics.webhookAttempt(outcome)
         if let permit { receiver.record(permit, success: problem == nil, now: clock.now()) }
-        try? await outbox.recordWebhookAttempt(updated)
+        ended.withLock { $0.append(updated) }
+        endings.continuation.yield()
     }
 
     /// When the attempt after `attempts` attempts is due, with jitter; nil once 24 hours have passed.
