@@ -334,3 +334,39 @@ struct WebhookTypeTests {
         #expect(WebhookMessage.type(reporting: .cancelled(reason: .rejected)) == "session.cancelled")
     }
 }
+
+@Suite("Webhooks: message bodies")
+struct WebhookBodyTests {
+    private struct CodableBody: Encodable {
+        var type: String
+        var timestamp: Date
+        var data: SessionView
+    }
+
+    @Test("A body is byte for byte what RelayJSON writes for the session's view: waiting, tapped, and with a result")
+    func sameAsCodable() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000.123)
+        var session = Session(
+            id: Secrets.sessionID(), linkKey: Secrets.token(length: 22), channelToken: "t", createdAt: now,
+            expiresAt: now.addingTimeInterval(180), correlationId: "c", authToken: nil, clientRequestId: "r",
+            phoneNumber: "2001004014", finalTargetUrl: "https://relay.example/l/x", idempotencyKey: nil,
+            requestFingerprint: "f", desktopIPAddress: nil)
+        var sessions = [session]
+        session.tappedAt = now.addingTimeInterval(12.5)
+        session.state = .tapped
+        sessions.append(session)
+        session.state = .possessionRequired
+        session.possessionType = .none
+        session.result = SessionResult(
+            outcome: .possessionRequired, success: "false", phoneNumber: "2001004014", proveId: "p/1\"é",
+            clientRequestId: "r", evaluation: ["authentication": .init(result: "fail", failureReasons: ["9100": "x"])])
+        session.result?.binding = .init(success: true, phoneNumber: "2001004014", deviceId: "d", at: now)
+        sessions.append(session)
+        for session in sessions {
+            let expected = RelayJSON.encode(
+                CodableBody(type: "session.tapped", timestamp: now, data: SessionView(session, events: nil)))
+            let written = WebhookReporter.body(type: "session.tapped", session, at: now)
+            #expect(String(decoding: written, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
+        }
+    }
+}

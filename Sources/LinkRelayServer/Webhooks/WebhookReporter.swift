@@ -1,5 +1,6 @@
 import Foundation
 import LinkRelayCore
+import LinkRelaySupport
 
 /// Makes the webhook messages that report a session's change, for `SessionService` to write with it.
 struct WebhookReporter: Sendable {
@@ -12,15 +13,27 @@ struct WebhookReporter: Sendable {
         var types = events.compactMap { WebhookMessage.type(reporting: $0.kind) }
         if bound { types.append(WebhookMessage.bound) }
         return types.map { type in
-            let body = Body(type: type, timestamp: now, data: SessionView(session, events: nil))
-            return WebhookMessage(
-                type: type, sessionId: session.id, createdAt: now, payload: Array(RelayJSON.encode(body)))
+            WebhookMessage(
+                type: type, sessionId: session.id, createdAt: now, payload: Self.body(type: type, session, at: now))
         }
     }
 
-    private struct Body: Encodable {
-        var type: String
-        var timestamp: Date
-        var data: SessionView
+    /// `{"data","timestamp","type"}` as `RelayJSON` writes it, `data` being `SessionView` without events
+    /// (keys sorted, as there): written by hand, since it is made on the tap's event loop, where
+    /// `JSONEncoder` cost more than the rest of the message. Only a result goes through it.
+    static func body(type: String, _ session: Session, at now: Date) -> [UInt8] {
+        var data = JSONObjectWriter(capacity: 512)
+        data.add("createdAt", iso8601: session.createdAt)
+        data.add("expiresAt", iso8601: session.expiresAt)
+        data.add("possessionType", session.possession.rawValue)
+        data.add("result", object: session.result.map { Array(RelayJSON.encode($0)) })
+        data.add("sessionId", session.id)
+        data.add("state", session.state.rawValue)
+        if let tappedAt = session.tappedAt { data.add("tappedAt", iso8601: tappedAt) }
+        var body = JSONObjectWriter(capacity: 640)
+        body.add("data", object: data.finish())
+        body.add("timestamp", iso8601: now)
+        body.add("type", type)
+        return body.finish()
     }
 }
