@@ -57,7 +57,11 @@ final class WebhookSender: Service, Sendable {
     let metrics: RelayMetrics
     let logger: Logger
     let attemptTimeout: TimeInterval
-    private let client: HTTPClient
+    private let configuration: HTTPClient.Configuration
+    /// The client of the sends; a probe that gets through brings its own (`send`).
+    private let client: Locked<HTTPClient>
+    /// The client before the last probe's, shut down at the next swap or at the end: sends may still run on it.
+    private let retired = Locked<HTTPClient?>(nil)
     private let thread = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let executor: EventLoopTaskExecutor
     private let wakeUps = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -93,7 +97,8 @@ final class WebhookSender: Service, Sendable {
             redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(5), read: .milliseconds(Int64(attemptTimeout * 1000))))
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = Self.concurrency
-        client = HTTPClient(eventLoopGroupProvider: .shared(thread), configuration: configuration)
+        self.configuration = configuration
+        client = Locked(HTTPClient(eventLoopGroupProvider: .shared(thread), configuration: configuration))
         executor = EventLoopTaskExecutor(thread.next())
         // On Linux a thread's nice value is its own: this lowers the sender's thread only.
         thread.next().execute { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10) }
@@ -106,7 +111,7 @@ final class WebhookSender: Service, Sendable {
         await withTaskExecutorPreference(executor) {
             await sendUntilShutdown()
         }
-        try? await client.shutdown()
+        for client in [client.value, retired.value].compactMap({ $0 }) { try? await client.shutdown() }
         try? await thread.shutdownGracefully()
     }
 
@@ -202,6 +207,14 @@ final class WebhookSender: Service, Sendable {
         let timeout = Duration.milliseconds(Int64(attemptTimeout * 1000))
         var status: Int?
         var problem: String?
+        // A probe goes on a new client. The pool waits between connection attempts for longer after each
+        // failure, up to a minute, and counts every refused one until a connection succeeds: after a long
+        // outage a probe would time out in that wait though the receiver is back. One that gets through
+        // becomes the sends' client.
+        let isProbe = permit?.isProbe == true
+        let client =
+            isProbe
+            ? HTTPClient(eventLoopGroupProvider: .shared(thread), configuration: configuration) : self.client.value
         do {
             let response = try await client.execute(request, deadline: .now() + .init(timeout), logger: logger)
             status = Int(response.status.code)
@@ -225,6 +238,7 @@ final class WebhookSender: Service, Sendable {
         } catch {
             problem = Self.describe(error)
         }
+        if isProbe { try? await (problem == nil ? swapClient(client) : client)?.shutdown() }
         let elapsed = ContinuousClock.now - begin
         var updated = message
         updated.attempts.append(
@@ -253,6 +267,18 @@ final class WebhookSender: Service, Sendable {
         if let permit { receiver.record(permit, success: problem == nil, now: clock.now()) }
         ended.withLock { $0.append(updated) }
         endings.continuation.yield()
+    }
+
+    /// Makes `client` the sends' client; returns the client to shut down now (the one retired before).
+    private func swapClient(_ client: HTTPClient) -> HTTPClient? {
+        let old = self.client.withLock { current in
+            defer { current = client }
+            return current
+        }
+        return retired.withLock { retired in
+            defer { retired = old }
+            return retired
+        }
     }
 
     /// When the attempt after `attempts` attempts is due, with jitter; nil once 24 hours have passed.
