@@ -33,6 +33,14 @@ import Testing
             called()
             return UnifyStatusResponse(success: "pending")
         }
+
+        func prefillStart(_ request: PrefillStartRequest, deadline: ContinuousClock.Instant) async throws
+            -> PrefillStartResponse
+        {
+            called()
+            return PrefillStartResponse(
+                next: ["v3-validate": "/v3/validate"], authToken: "eyJ", correlationId: "over-http")
+        }
     }
 
     final class Calls: ProveCallObserver, @unchecked Sendable {
