@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LinkRelayTestSupport
 import Logging
 import ProveAPI
 import Testing
@@ -413,8 +414,9 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         let calls = SandboxProveClientTests.Calls()
         let overHTTP = SandboxProveClientTests.OverHTTP()
+        let capture = LogCapture()
         let client = SandboxProveClient(
-            sandbox: sandbox, overHTTP: overHTTP, observer: calls, logger: Logger(label: "test"))
+            sandbox: sandbox, overHTTP: overHTTP, observer: calls, logger: capture.logger(level: .trace))
         let deadline = ContinuousClock.now + .seconds(60)
         let start = try await client.prefillStart(
             .init(flowType: "desktop", finalTargetUrl: "https://relay.example/p", phoneNumber: "2001001687"),
@@ -442,5 +444,14 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
             try await client.prefillStart(.init(flowType: "mobile", phoneNumber: "2001001695"), deadline: deadline)
                 .correlationId == "over-http")
         #expect(overHTTP.calls == 1)
+
+        // The rejection is logged, and no identity data with it.
+        let log = capture.all.joined(separator: "\n")
+        #expect(log.contains("prove.error_code=8003") || log.contains("8003"))
+        for secret in [
+            "Agretha", "Chene", "1994", "369956933", "6933", "Jay Junction", "Boston", "02208", "2001001687",
+        ] {
+            #expect(!log.contains(secret), "\(secret) in the log")
+        }
     }
 }
