@@ -21,34 +21,6 @@ public protocol ProveClient: Sendable {
         -> PrefillCompleteResponse
 }
 
-/// Clients that speak only Unify (wrappers and test doubles) keep compiling: their Pre-Fill calls fail as a
-/// Prove that cannot be reached would, without a request.
-extension ProveClient {
-    public func prefillStart(_ request: PrefillStartRequest, deadline: ContinuousClock.Instant) async throws
-        -> PrefillStartResponse
-    {
-        throw ProveClientError.unavailable(reason: "Pre-Fill is not supported by \(Self.self)")
-    }
-
-    public func prefillValidate(_ request: PrefillValidateRequest, deadline: ContinuousClock.Instant) async throws
-        -> PrefillValidateResponse
-    {
-        throw ProveClientError.unavailable(reason: "Pre-Fill is not supported by \(Self.self)")
-    }
-
-    public func prefillChallenge(_ request: PrefillChallengeRequest, deadline: ContinuousClock.Instant) async throws
-        -> PrefillChallengeResponse
-    {
-        throw ProveClientError.unavailable(reason: "Pre-Fill is not supported by \(Self.self)")
-    }
-
-    public func prefillComplete(_ request: PrefillCompleteRequest, deadline: ContinuousClock.Instant) async throws
-        -> PrefillCompleteResponse
-    {
-        throw ProveClientError.unavailable(reason: "Pre-Fill is not supported by \(Self.self)")
-    }
-}
-
 /// Observes every HTTP attempt, e.g. for metrics.
 public protocol ProveCallObserver: Sendable {
     /// - Parameters:
