@@ -18,6 +18,9 @@ import Synchronization
 /// Retries (R3.3): `unify-status`, `unify-bind` and `token` are reads or idempotent, so they are retried on
 /// timeouts, connection errors, 5xx and 429. `unify` creates a session and sends an SMS, so it is retried only
 /// when the request cannot have been processed: 429, 503, or a failure to connect.
+/// Pre-Fill follows the same rule: `start` sends an SMS like `unify`, so it is retried only as `unify` is;
+/// `validate`, `challenge` and `complete` send none, so they are retried as `unify-status` is (a repeat of a
+/// step Prove already took answers 403 8003, step out of order, never a second SMS or a second flow).
 /// Other 4xx are never retried (a 401 from an API call triggers one token refresh and one more call).
 ///
 /// `now` is the client's clock: the token cache and the time left before a deadline are computed with it.
@@ -74,6 +77,30 @@ public final class HTTPProveClient: ProveClient {
         try await apiCall(endpoint: .unifyBind, body: request, deadline: deadline)
     }
 
+    public func prefillStart(_ request: PrefillStartRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillStartResponse
+    {
+        try await apiCall(endpoint: .start, body: request, deadline: deadline)
+    }
+
+    public func prefillValidate(_ request: PrefillValidateRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillValidateResponse
+    {
+        try await apiCall(endpoint: .validate, body: request, deadline: deadline)
+    }
+
+    public func prefillChallenge(_ request: PrefillChallengeRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillChallengeResponse
+    {
+        try await apiCall(endpoint: .challenge, body: request, deadline: deadline)
+    }
+
+    public func prefillComplete(_ request: PrefillCompleteRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillCompleteResponse
+    {
+        try await apiCall(endpoint: .complete, body: request, deadline: deadline)
+    }
+
     // MARK: Endpoints
 
     enum Endpoint: String, Sendable {
@@ -81,18 +108,21 @@ public final class HTTPProveClient: ProveClient {
         case unify
         case unifyStatus = "unify-status"
         case unifyBind = "unify-bind"
+        case start
+        case validate
+        case challenge
+        case complete
 
         var path: String {
             switch self {
             case .token: "/token"
-            case .unify: "/v3/unify"
-            case .unifyStatus: "/v3/unify-status"
-            case .unifyBind: "/v3/unify-bind"
+            default: "/v3/\(rawValue)"
             }
         }
 
-        /// Whether repeating the request is harmless even if the first one was processed.
-        var isIdempotent: Bool { self != .unify }
+        /// Whether repeating the request is harmless even if the first one was processed: every call but the
+        /// two that send an SMS.
+        var isIdempotent: Bool { self != .unify && self != .start }
     }
 
     struct HTTPResult: Sendable {

@@ -2,7 +2,8 @@ import Foundation
 import ProveAPI
 
 /// A simulator of Prove's v3 sandbox: OAuth2 token, Unify (desktop Instant Link, customer-supplied possession)
-/// and the Pre-Fill short-term user, with Prove's test users and error bodies (prove-api.md §1, §3, §4, §6, §8).
+/// and Pre-Fill (desktop Instant Link, validate, challenge, complete), with Prove's test users and error bodies
+/// (prove-api.md §1, §3, §4, §6, §8).
 /// Instant Link SMS go to an in-memory outbox. Faults (latency, HTTP errors, 429s, malformed answers, hangs,
 /// dropped connections) can be set per endpoint: see ``SandboxFault`` and `setFault(_:for:)`.
 public actor ProveSandbox {
@@ -61,9 +62,16 @@ public actor ProveSandbox {
     struct PrefillFlow: Sendable {
         var user: PrefillTestUser
         var phoneNumber: String
+        var finalTargetUrl: String?
+        /// The challenge given at start, used when `/v3/challenge` gives none.
         var dob: String?
         var ssn: String?
+        var smsMessage: String?
         var createdAt: Date
+        /// Possession: passed at once for the short-term user; else the Instant Link's tap decides it (a
+        /// mobile flow would need the client SDK, which the simulator does not have).
+        var possession: UnifyState
+        /// The steps Prove allows next; a step it does not name answers 403 8003.
         var next: [String: String]
     }
 
@@ -172,10 +180,10 @@ public actor ProveSandbox {
         case .unify: return decode(UnifyRequest.self, body) { unify($0).reply }
         case .unifyStatus: return decode(UnifyStatusRequest.self, body) { unifyStatus($0).reply }
         case .unifyBind: return decode(UnifyBindRequest.self, body) { unifyBind($0).reply }
-        case .start: return decode(StartRequest.self, body, then: start)
-        case .validate: return decode(CorrelationRequest.self, body, then: validate)
-        case .challenge: return decode(ChallengeRequest.self, body, then: challenge)
-        case .complete: return decode(CompleteRequest.self, body, then: complete)
+        case .start: return decode(PrefillStartRequest.self, body) { prefillStart($0).reply }
+        case .validate: return decode(PrefillValidateRequest.self, body) { prefillValidate($0).reply }
+        case .challenge: return decode(PrefillChallengeRequest.self, body) { prefillChallenge($0).reply }
+        case .complete: return decode(PrefillCompleteRequest.self, body) { prefillComplete($0).reply }
         }
     }
 
@@ -281,13 +289,18 @@ public actor ProveSandbox {
         guard var flow = unifyFlows[correlationId] else { return }
         flow.sends += 1
         unifyFlows[correlationId] = flow
+        deliverLink(correlationId, to: flow.phoneNumber, smsMessage: flow.smsMessage)
+    }
+
+    /// Puts an Instant Link SMS for the flow (Unify or Pre-Fill) in the outbox.
+    private func deliverLink(_ correlationId: String, to phoneNumber: String, smsMessage: String?) {
         let linkId = Self.randomBase64URL(bytes: 16)
         links[linkId] = LinkTarget(correlationId: correlationId, authId: UUID().uuidString.lowercased())
         let link = "\(publicBaseURL)/sandbox/link/\(linkId)"
-        let template = flow.smsMessage ?? Self.defaultInstantLinkText
+        let template = smsMessage ?? Self.defaultInstantLinkText
         let text =
             template.contains("####") ? template.replacingOccurrences(of: "####", with: link) : "\(template) \(link)"
-        messages.append(.init(phoneNumber: flow.phoneNumber, text: text, link: link, sentAt: now()))
+        messages.append(.init(phoneNumber: phoneNumber, text: text, link: link, sentAt: now()))
         pruneOutbox()
     }
 
@@ -432,9 +445,12 @@ public actor ProveSandbox {
     /// browser loses the redirect (the customer tapped; the relay never hears of it).
     func openLink(id: String, decline: Bool, redirect: Bool = true) -> SandboxReply {
         count("link")
+        if let link = links[id], liveUnifyFlow(link.correlationId) == nil {
+            return openPrefillLink(link, decline: decline, redirect: redirect)
+        }
         guard let link = links[id], var flow = liveUnifyFlow(link.correlationId), let target = flow.finalTargetUrl
         else {
-            return .html(404, "<!doctype html><title>Link not found</title><p>This link is invalid or has expired.</p>")
+            return Self.linkNotFound
         }
         if flow.state == .pending {
             flow.state = decline ? .failed : .passed
@@ -445,12 +461,33 @@ public actor ProveSandbox {
         }
         let authId = link.authId
         unifyFlows[link.correlationId] = flow
-        let asc = flow.state == .passed
+        return Self.linkAnswer(target: target, asc: flow.state == .passed, authId: authId, redirect: redirect)
+    }
+
+    static let linkNotFound = SandboxReply.html(
+        404, "<!doctype html><title>Link not found</title><p>This link is invalid or has expired.</p>")
+
+    /// The redirect to `finalTargetUrl` with `asc` (whether possession passed) and the link's `authId`, or the
+    /// page a lost redirect leaves on the phone.
+    static func linkAnswer(target: String, asc: Bool, authId: String, redirect: Bool) -> SandboxReply {
         guard redirect else {
             return .html(200, "<!doctype html><title>Verified</title><p>Thank you. You can close this page.</p>")
         }
         let separator = target.contains("?") ? "&" : "?"
         return .redirect("\(target)\(separator)asc=\(asc)&authId=\(authId)")
+    }
+
+    /// A Pre-Fill flow's Instant Link: the tap completes possession (or declines it) while the flow waits for
+    /// `/v3/validate`; a tap after that changes nothing.
+    private func openPrefillLink(_ link: LinkTarget, decline: Bool, redirect: Bool) -> SandboxReply {
+        guard var flow = livePrefillFlow(link.correlationId), let target = flow.finalTargetUrl else {
+            return Self.linkNotFound
+        }
+        if flow.possession == .pending, flow.next["v3-validate"] != nil {
+            flow.possession = decline ? .failed : .passed
+            prefillFlows[link.correlationId] = flow
+        }
+        return Self.linkAnswer(target: target, asc: flow.possession == .passed, authId: link.authId, redirect: redirect)
     }
 
     func outboxReply(phoneNumber: String?) -> SandboxReply {
@@ -460,7 +497,14 @@ public actor ProveSandbox {
 
     // MARK: Pre-Fill
 
-    private func start(_ request: StartRequest) -> SandboxReply {
+    /// Prove's evaluation when possession did not pass (prove-api.md §5).
+    static let possessionIncomplete = ["9100": "Phone possession incomplete."]
+    /// Prove's evaluation when `/v3/complete` cannot confirm the individual (prove-api.md §5).
+    static let identificationFailed = ["9001": "Identification isn't confirmed using 4 elements."]
+
+    /// `/v3/start`. Every desktop flow sends its Instant Link: the tap stands in for the client SDK, as for
+    /// Unify. The short-term user passes possession whether or not the link is tapped.
+    func prefillStart(_ request: PrefillStartRequest) -> SandboxAnswer<PrefillStartResponse> {
         guard ["desktop", "mobile"].contains(request.flowType) else {
             return .error(400, 8001, "flowType must be desktop or mobile")
         }
@@ -474,110 +518,128 @@ public actor ProveSandbox {
             return .error(400, 8001, "phoneNumber is required")
         }
         guard Self.only(phone, extra: "+") else { return .error(400, 8001, "phoneNumber is invalid") }
-        if let ssn = request.ssn, ssn.isEmpty || !ssn.allSatisfy(\.isNumber) {
-            return .error(400, 8001, "ssn is invalid")
-        }
+        if let dob = request.dob, !Self.isValidDob(dob) { return .error(400, 8001, "dob is invalid") }
+        if let ssn = request.ssn, !Self.isValidSSN(ssn) { return .error(400, 8001, "ssn is invalid") }
         if let sms = request.smsMessage, sms.count > 160 {
             return .error(400, 8001, "smsMessage must be at most 160 characters")
+        }
+        if let email = request.emailAddress, !Self.only(email, extra: "@.+") {
+            return .error(400, 8001, "emailAddress is invalid")
+        }
+        if let ip = request.ipAddress, !Self.only(ip, extra: ".:") {
+            return .error(400, 8001, "ipAddress is invalid")
         }
         guard let user = PrefillTestUser.find(phoneNumber: phone) else {
             return .error(400, 8007, "no test user found matching the phone number")
         }
         purgeExpired()
         let correlationId = UUID().uuidString.lowercased()
-        let next = ["v3-validate": "/v3/validate"]
-        prefillFlows[correlationId] = PrefillFlow(
+        let desktop = request.flowType == "desktop"
+        let possession: UnifyState = user.shortTerm ? .passed : desktop ? .pending : .awaitingClientSDK
+        let flow = PrefillFlow(
             user: user,
             phoneNumber: phone,
+            finalTargetUrl: request.finalTargetUrl,
             dob: request.dob,
             ssn: request.ssn,
+            smsMessage: request.smsMessage,
             createdAt: now(),
-            next: next
+            possession: possession,
+            next: ["v3-validate": "/v3/validate"]
         )
-        return .json(200, StartResponse(next: next, authToken: Self.makeJWT(), correlationId: correlationId))
+        prefillFlows[correlationId] = flow
+        if desktop { deliverLink(correlationId, to: phone, smsMessage: request.smsMessage) }
+        return .ok(PrefillStartResponse(next: flow.next, authToken: Self.makeJWT(), correlationId: correlationId))
     }
 
-    private func validate(_ request: CorrelationRequest) -> SandboxReply {
+    /// `/v3/validate`: `success` is false until possession passed (before the tap, after a declined tap, or
+    /// a mobile flow without the client SDK), and the flow then ends.
+    func prefillValidate(_ request: PrefillValidateRequest) -> SandboxAnswer<PrefillValidateResponse> {
         prefillStep(request.correlationId, step: "v3-validate") { flow in
-            guard flow.user.shortTerm else {
+            guard flow.possession == .passed else {
                 flow.next = ["done": "done"]
-                return .json(
-                    200,
-                    ValidateResponse(
-                        success: false,
-                        challengeMissing: false,
-                        next: flow.next,
-                        phoneNumber: flow.phoneNumber
-                    )
-                )
+                return .ok(
+                    .init(success: false, challengeMissing: false, next: flow.next, phoneNumber: flow.phoneNumber))
             }
             flow.next = ["v3-challenge": "/v3/challenge"]
             let challengeMissing = flow.dob == nil && flow.ssn == nil
-            return .json(
-                200,
-                ValidateResponse(
-                    success: true,
-                    challengeMissing: challengeMissing,
-                    next: flow.next,
-                    phoneNumber: flow.phoneNumber
-                )
+            return .ok(
+                .init(success: true, challengeMissing: challengeMissing, next: flow.next, phoneNumber: flow.phoneNumber)
             )
         }
     }
 
-    private func challenge(_ request: ChallengeRequest) -> SandboxReply {
-        let dob = request.dob ?? prefillFlows[request.correlationId]?.dob
-        let ssn = request.ssn ?? prefillFlows[request.correlationId]?.ssn
-        if let ssn, ssn.isEmpty || !ssn.allSatisfy(\.isNumber) { return .error(400, 8001, "ssn is invalid") }
+    /// `/v3/challenge`: the challenge of this request, else the one given at start; a wrong one ends the flow.
+    func prefillChallenge(_ request: PrefillChallengeRequest) -> SandboxAnswer<PrefillChallengeResponse> {
+        if let dob = request.dob, !Self.isValidDob(dob) { return .error(400, 8001, "dob is invalid") }
+        if let ssn = request.ssn, !Self.isValidSSN(ssn) { return .error(400, 8001, "ssn is invalid") }
         return prefillStep(request.correlationId, step: "v3-challenge") { flow in
+            let dob = request.dob ?? flow.dob
+            let ssn = request.ssn ?? flow.ssn
             guard dob != nil || ssn != nil else { return .error(400, 8001, "dob or ssn is required") }
             let expected = flow.user.individual
             let dobMatches = dob.map { Self.dobMatches($0, expected.dob ?? "") } ?? true
             let ssnMatches = ssn.map { Self.ssnMatches($0, expected.ssn ?? "") } ?? true
             guard dobMatches, ssnMatches else {
                 flow.next = ["done": "done"]
-                return .json(200, ChallengeResponse(success: false, next: flow.next, individual: nil))
+                return .ok(PrefillChallengeResponse(success: false, next: flow.next))
             }
             flow.next = ["v3-complete": "/v3/complete"]
-            return .json(200, ChallengeResponse(success: true, next: flow.next, individual: expected))
+            return .ok(PrefillChallengeResponse(success: true, next: flow.next, individual: expected))
         }
     }
 
-    private func complete(_ request: CompleteRequest) -> SandboxReply {
-        prefillStep(request.correlationId, step: "v3-complete") { flow in
+    /// `/v3/complete`: verified when the names are the test user's and any dob or SSN given matches; only the
+    /// first address and email count, as at Prove, and they may differ (the customer may have moved).
+    func prefillComplete(_ request: PrefillCompleteRequest) -> SandboxAnswer<PrefillCompleteResponse> {
+        let given = request.individual
+        if let dob = given.dob, !Self.isValidDob(dob) { return .error(400, 8001, "individual.dob is invalid") }
+        if let ssn = given.ssn, !Self.isValidSSN(ssn) { return .error(400, 8001, "individual.ssn is invalid") }
+        return prefillStep(request.correlationId, step: "v3-complete") { flow in
             let expected = flow.user.individual
-            let given = request.individual
             func same(_ a: String?, _ b: String?) -> Bool {
                 guard let a, let b else { return false }
                 return a.caseInsensitiveCompare(b) == .orderedSame
             }
-            let success = same(given.firstName, expected.firstName) && same(given.lastName, expected.lastName)
+            let success =
+                same(given.firstName, expected.firstName) && same(given.lastName, expected.lastName)
+                && (given.dob.map { Self.dobMatches($0, expected.dob ?? "") } ?? true)
+                && (given.ssn.map { Self.ssnMatches($0, expected.ssn ?? "") } ?? true)
             flow.next = ["done": "done"]
-            return .json(200, CompleteResponse(success: success, next: flow.next))
+            return .ok(
+                PrefillCompleteResponse(
+                    success: success, next: flow.next,
+                    evaluation: success
+                        ? nil : ["identification": .init(result: "fail", failureReasons: Self.identificationFailed)]))
         }
     }
 
-    private func prefillStep(
+    /// Runs a step of a live flow that Prove's last `next` allows: 400 8008 for an unknown or expired flow
+    /// (15 minutes after start), 403 8003 for a step out of order or a repeat of a finished one.
+    private func prefillStep<Body: Encodable & Sendable>(
         _ correlationId: String,
         step: String,
-        _ body: (inout PrefillFlow) -> SandboxReply
-    ) -> SandboxReply {
+        _ body: (inout PrefillFlow) -> SandboxAnswer<Body>
+    ) -> SandboxAnswer<Body> {
         guard !correlationId.isEmpty else { return .error(400, 8001, "correlationId is required") }
-        guard var flow = prefillFlows[correlationId],
-            flow.createdAt.addingTimeInterval(Self.flowLifetime) > now()
-        else {
-            return .error(400, 8008, "invalid correlation ID")
-        }
+        guard var flow = livePrefillFlow(correlationId) else { return .error(400, 8008, "invalid correlation ID") }
         guard flow.next[step] != nil else { return .error(403, 8003, "step called out of order") }
-        let reply = body(&flow)
+        let answer = body(&flow)
         prefillFlows[correlationId] = flow
-        return reply
+        return answer
     }
 
     // MARK: Helpers
 
     func count(_ endpoint: String) {
         callCounts[endpoint, default: 0] += 1
+    }
+
+    private func livePrefillFlow(_ correlationId: String) -> PrefillFlow? {
+        guard let flow = prefillFlows[correlationId],
+            flow.createdAt.addingTimeInterval(Self.flowLifetime) > now()
+        else { return nil }
+        return flow
     }
 
     private func liveUnifyFlow(_ correlationId: String) -> UnifyFlow? {
@@ -605,7 +667,9 @@ public actor ProveSandbox {
         let cutoff = now.addingTimeInterval(-Self.flowLifetime)
         unifyFlows = unifyFlows.filter { $0.value.createdAt > cutoff }
         prefillFlows = prefillFlows.filter { $0.value.createdAt > cutoff }
-        links = links.filter { unifyFlows[$0.value.correlationId] != nil }
+        links = links.filter {
+            unifyFlows[$0.value.correlationId] != nil || prefillFlows[$0.value.correlationId] != nil
+        }
     }
 
     private func decode<T: Decodable>(_ type: T.Type, _ body: [UInt8], then handler: (T) -> SandboxReply)
@@ -641,6 +705,28 @@ public actor ProveSandbox {
     static func dobMatches(_ given: String, _ expected: String) -> Bool {
         given == expected || (given.count == 7 && expected.hasPrefix(given))
             || (given.count == 5 && expected.hasSuffix("-" + given))
+    }
+
+    /// `YYYY-MM-DD`, `YYYY-MM` or `MM-DD`, with a month 01–12 and a day 01–31.
+    static func isValidDob(_ dob: String) -> Bool {
+        let parts = dob.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }) else { return false }
+        let lengths = parts.map(\.count)
+        let month: Substring
+        let day: Substring?
+        switch lengths {
+        case [4, 2, 2]: (month, day) = (parts[1], parts[2])
+        case [4, 2]: (month, day) = (parts[1], nil)
+        case [2, 2]: (month, day) = (parts[0], parts[1])
+        default: return false
+        }
+        guard let m = Int(month), (1...12).contains(m) else { return false }
+        return day.map { Int($0).map { (1...31).contains($0) } ?? false } ?? true
+    }
+
+    /// The full SSN (9 digits) or its last 4.
+    static func isValidSSN(_ ssn: String) -> Bool {
+        (ssn.count == 9 || ssn.count == 4) && ssn.allSatisfy { $0.isASCII && $0.isNumber }
     }
 
     /// The full SSN or its last 4 digits.

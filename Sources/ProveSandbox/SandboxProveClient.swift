@@ -43,6 +43,38 @@ public struct SandboxProveClient: ProveClient {
             overHTTP: { try await overHTTP.unifyBind(request, deadline: deadline) })
     }
 
+    public func prefillStart(_ request: PrefillStartRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillStartResponse
+    {
+        try await call(
+            .start, deadline, inProcess: { $0.prefillStart(request) },
+            overHTTP: { try await overHTTP.prefillStart(request, deadline: deadline) })
+    }
+
+    public func prefillValidate(_ request: PrefillValidateRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillValidateResponse
+    {
+        try await call(
+            .validate, deadline, inProcess: { $0.prefillValidate(request) },
+            overHTTP: { try await overHTTP.prefillValidate(request, deadline: deadline) })
+    }
+
+    public func prefillChallenge(_ request: PrefillChallengeRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillChallengeResponse
+    {
+        try await call(
+            .challenge, deadline, inProcess: { $0.prefillChallenge(request) },
+            overHTTP: { try await overHTTP.prefillChallenge(request, deadline: deadline) })
+    }
+
+    public func prefillComplete(_ request: PrefillCompleteRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillCompleteResponse
+    {
+        try await call(
+            .complete, deadline, inProcess: { $0.prefillComplete(request) },
+            overHTTP: { try await overHTTP.prefillComplete(request, deadline: deadline) })
+    }
+
     private func call<Body: Encodable & Sendable>(
         _ endpoint: ProveSandbox.APIEndpoint,
         _ deadline: ContinuousClock.Instant,

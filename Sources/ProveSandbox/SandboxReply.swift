@@ -51,7 +51,7 @@ public struct SandboxReply: Sendable {
     }
 }
 
-/// What a Unify endpoint of the simulator answers: its body, or Prove's error body with the HTTP status. The
+/// What a `/v3` endpoint of the simulator answers: its body, or Prove's error body with the HTTP status. The
 /// routes send it as JSON; ``SandboxProveClient`` hands it over as it is.
 enum SandboxAnswer<Body: Encodable & Sendable>: Sendable {
     case ok(Body)

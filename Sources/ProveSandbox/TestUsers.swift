@@ -1,3 +1,5 @@
+import ProveAPI
+
 /// Prove's sandbox test users (prove-api.md §8).
 struct UnifyTestUser: Sendable {
     enum Kind: Sendable {
@@ -45,11 +47,12 @@ struct UnifyTestUser: Sendable {
     }
 }
 
+/// Pre-Fill test users, with the data of prove-api.md §8 as `/v3/challenge` returns it.
 struct PrefillTestUser: Sendable {
     var phoneNumber: String
     /// Short-term users pass every step without the client SDK.
     var shortTerm: Bool
-    var individual: PrefillIndividual
+    var individual: ProveIndividual
 
     static let all: [PrefillTestUser] = [
         .init(

@@ -82,6 +82,24 @@ final class ScriptedProve: ProveClient {
         throw ProveClientError.rejected(status: 400, body: nil)
     }
 
+    // No script for Pre-Fill: the SessionService's tests start Unify flows only, and a Pre-Fill call
+    // is refused as Prove refuses a request it does not take.
+    func prefillStart(_ request: PrefillStartRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillStartResponse
+    { throw ProveClientError.rejected(status: 400, body: nil) }
+
+    func prefillValidate(_ request: PrefillValidateRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillValidateResponse
+    { throw ProveClientError.rejected(status: 400, body: nil) }
+
+    func prefillChallenge(_ request: PrefillChallengeRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillChallengeResponse
+    { throw ProveClientError.rejected(status: 400, body: nil) }
+
+    func prefillComplete(_ request: PrefillCompleteRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillCompleteResponse
+    { throw ProveClientError.rejected(status: 400, body: nil) }
+
     /// Changes the state, then wakes the tests waiting for this many calls.
     private func record<T>(_ change: (inout State) -> T) -> T {
         let (result, woken) = state.withLock { state -> (T, [CheckedContinuation<Void, Never>]) in

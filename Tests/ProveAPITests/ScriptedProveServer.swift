@@ -5,7 +5,7 @@ import Logging
 import Testing
 
 /// A tiny scripted stand-in for a faulty Prove: `/token` always works; each `/v3/*` request takes the next
-/// scripted step, and when the script is spent answers 200 with a "true" unify-status body.
+/// scripted step, and when the script is spent answers 200 with the endpoint's success body.
 actor ScriptedProve {
     enum Step: Sendable {
         case respond(status: Int, retryAfter: String? = nil, body: String = "")
@@ -17,6 +17,12 @@ actor ScriptedProve {
 
     static let okStatusBody = #"{"success":"true","proveId":"p-1","phoneNumber":"2001004014"}"#
     static let okUnifyBody = #"{"success":"pending","correlationId":"c-1","authToken":"eyJa.b.c"}"#
+    static let okPrefillBodies = [
+        "/v3/start": #"{"next":{"v3-validate":"/v3/validate"},"authToken":"eyJa.b.c","correlationId":"c-1"}"#,
+        "/v3/validate": #"{"success":true,"challengeMissing":true,"next":{"v3-challenge":"/v3/challenge"}}"#,
+        "/v3/challenge": #"{"success":true,"next":{"v3-complete":"/v3/complete"},"individual":{"firstName":"A"}}"#,
+        "/v3/complete": #"{"success":true,"next":{"done":"done"}}"#,
+    ]
 
     private var steps: [Step]
     private(set) var apiRequests = 0
@@ -31,6 +37,7 @@ actor ScriptedProve {
     func nextStep(path: String) -> Step {
         apiRequests += 1
         if !steps.isEmpty { return steps.removeFirst() }
+        if let body = Self.okPrefillBodies[path] { return .respond(status: 200, body: body) }
         return .respond(status: 200, body: path.hasSuffix("/unify") ? Self.okUnifyBody : Self.okStatusBody)
     }
 
@@ -57,7 +64,7 @@ actor ScriptedProve {
             let n = await self.tokenRequested()
             return Self.response(200, nil, #"{"access_token":"eyJtoken\#(n)","token_type":"Bearer","expires_in":3600}"#)
         }
-        for path in ["/v3/unify", "/v3/unify-status", "/v3/unify-bind"] {
+        for path in ["/v3/unify", "/v3/unify-status", "/v3/unify-bind"] + Self.okPrefillBodies.keys.sorted() {
             router.post(RouterPath(path)) { _, _ -> Response in
                 switch await self.nextStep(path: path) {
                 case .respond(let status, let retryAfter, let body):

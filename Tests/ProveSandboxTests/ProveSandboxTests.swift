@@ -426,7 +426,7 @@ import Testing
         try await makeSandboxApp(sandbox).test(.router) { client in
             let token = try await client.accessToken()
             let start = try decode(
-                StartResponse.self,
+                PrefillStartResponse.self,
                 try await client.post(
                     "start",
                     token: token,
@@ -436,14 +436,14 @@ import Testing
             #expect(start.next == ["v3-validate": "/v3/validate"])
             let id = start.correlationId
             let validate = try decode(
-                ValidateResponse.self,
+                PrefillValidateResponse.self,
                 try await client.post("validate", token: token, json: #"{"correlationId":"\#(id)"}"#)
             )
             #expect(validate.success)
             #expect(validate.challengeMissing)
             #expect(validate.next == ["v3-challenge": "/v3/challenge"])
             let challenge = try decode(
-                ChallengeResponse.self,
+                PrefillChallengeResponse.self,
                 try await client.post(
                     "challenge",
                     token: token,
@@ -455,7 +455,7 @@ import Testing
             #expect(challenge.individual?.addresses?.first?.postalCode == "80161-2001")
             #expect(challenge.next == ["v3-complete": "/v3/complete"])
             let complete = try decode(
-                CompleteResponse.self,
+                PrefillCompleteResponse.self,
                 try await client.post(
                     "complete",
                     token: token,
@@ -472,7 +472,7 @@ import Testing
         try await makeSandboxApp(sandbox).test(.router) { client in
             let token = try await client.accessToken()
             let start = try decode(
-                StartResponse.self,
+                PrefillStartResponse.self,
                 try await client.post("start", token: token, json: #"{"flowType":"mobile","phoneNumber":"2001001695"}"#)
             )
             let id = start.correlationId

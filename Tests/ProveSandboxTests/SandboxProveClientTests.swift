@@ -33,6 +33,27 @@ import Testing
             called()
             return UnifyStatusResponse(success: "pending")
         }
+
+        func prefillStart(_ request: PrefillStartRequest, deadline: ContinuousClock.Instant) async throws
+            -> PrefillStartResponse
+        {
+            called()
+            return PrefillStartResponse(
+                next: ["v3-validate": "/v3/validate"], authToken: "eyJ", correlationId: "over-http")
+        }
+
+        // The tests fault only Unify and `start`: the other steps never go over HTTP here.
+        func prefillValidate(_ request: PrefillValidateRequest, deadline: ContinuousClock.Instant) async throws
+            -> PrefillValidateResponse
+        { throw ProveClientError.rejected(status: 400, body: nil) }
+
+        func prefillChallenge(_ request: PrefillChallengeRequest, deadline: ContinuousClock.Instant) async throws
+            -> PrefillChallengeResponse
+        { throw ProveClientError.rejected(status: 400, body: nil) }
+
+        func prefillComplete(_ request: PrefillCompleteRequest, deadline: ContinuousClock.Instant) async throws
+            -> PrefillCompleteResponse
+        { throw ProveClientError.rejected(status: 400, body: nil) }
     }
 
     final class Calls: ProveCallObserver, @unchecked Sendable {

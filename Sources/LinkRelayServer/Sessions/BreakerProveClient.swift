@@ -28,6 +28,30 @@ struct BreakerProveClient: ProveClient {
         try await guarded { try await wrapped.unifyBind(request, deadline: deadline) }
     }
 
+    func prefillStart(_ request: PrefillStartRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillStartResponse
+    {
+        try await guarded { try await wrapped.prefillStart(request, deadline: deadline) }
+    }
+
+    func prefillValidate(_ request: PrefillValidateRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillValidateResponse
+    {
+        try await guarded { try await wrapped.prefillValidate(request, deadline: deadline) }
+    }
+
+    func prefillChallenge(_ request: PrefillChallengeRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillChallengeResponse
+    {
+        try await guarded { try await wrapped.prefillChallenge(request, deadline: deadline) }
+    }
+
+    func prefillComplete(_ request: PrefillCompleteRequest, deadline: ContinuousClock.Instant) async throws
+        -> PrefillCompleteResponse
+    {
+        try await guarded { try await wrapped.prefillComplete(request, deadline: deadline) }
+    }
+
     private func guarded<T>(_ call: () async throws -> T) async throws -> T {
         guard let permit = breaker.acquire(now: clock.now()) else {
             throw ProveClientError.unavailable(reason: "circuit breaker open after repeated Prove failures")
