@@ -145,9 +145,9 @@ final class SQLiteSessionStore: SessionStore {
         return "file:" + (absolute.addingPercentEncoding(withAllowedCharacters: allowed) ?? absolute) + "?vfs=" + vfs
     }
 
-    /// Runs a write through the writer (`SQLiteWriter.write`). One that SQLite could not make (the disk read-only or full,
-    /// the file removed) is `StoreError.unavailable`, and the store counts as failing until a write
-    /// goes through again.
+    /// Runs a write through the writer (`SQLiteWriter.write`). One that SQLite could not make (the disk
+    /// read-only or full, the file removed) is `StoreError.unavailable`, and the store counts as failing
+    /// until a write goes through again.
     func write<T: Sendable>(
         onCallersThread: Bool = true,
         _ body: @escaping @Sendable (SQLiteWriter.Connection) throws -> T,

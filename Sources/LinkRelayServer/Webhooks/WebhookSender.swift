@@ -15,8 +15,9 @@ import ServiceLifecycle
 /// on a thread of the sender's own: a receiver that is slow, down or huge in its answers ties up only
 /// these tasks and that thread, never a tap, a channel or a call to Prove. The sends' work never queues
 /// on the channels' event loops ahead of a tap, and the thread runs at a lower priority (nice 10): when
-/// the CPU is short, taps and channels go first and messages wait, kept in the outbox. It wakes when a write adds a message, when a send ends,
-/// and every `pollInterval` (for retries coming due, and for messages another instance left).
+/// the CPU is short, taps and channels go first and messages wait, kept in the outbox. The loop wakes
+/// when a write adds a message, when a send ends, and every `pollInterval` (for retries coming due, and
+/// for messages another instance left).
 ///
 /// The store's work is gathered, since it shares the disk with the taps: claims at most every
 /// `claimInterval` while the queue keeps up, and the attempts' outcomes in one write every
@@ -238,8 +239,8 @@ final class WebhookSender: Service, Sendable {
         } catch {
             problem = Self.describe(error)
         }
-        if isProbe { try? await (problem == nil ? swapClient(client) : client)?.shutdown() }
         let elapsed = ContinuousClock.now - begin
+        if isProbe { try? await (problem == nil ? swapClient(client) : client)?.shutdown() }
         var updated = message
         updated.attempts.append(
             .init(
