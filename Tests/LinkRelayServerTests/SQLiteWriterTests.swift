@@ -145,6 +145,24 @@ struct SQLiteWriterTests {
         #expect(rows == ["first", "b"])
     }
 
+    @Test("A write that asks not to run on its caller's thread commits on the pool's, even with the writer idle")
+    func notOnCallersThread() async throws {
+        let rows = try await withWriter(table: "k TEXT PRIMARY KEY", readBack: "SELECT k AS r FROM t") { writer in
+            let threads = try await Task(
+                executorPreference: EventLoopTaskExecutor(MultiThreadedEventLoopGroup.singleton.next())
+            ) {
+                let caller = pthread_self()
+                let committer = try await writer.write(onCallersThread: false) { connection in
+                    _ = try connection.step("INSERT INTO t VALUES ('background')")
+                    return pthread_self()
+                }
+                return (caller, committer)
+            }.value
+            #expect(pthread_equal(threads.0, threads.1) == 0)
+        }
+        #expect(rows == ["background"])
+    }
+
     @Test("A write that throws alone changes nothing; the next one commits")
     func lonelyFailure() async throws {
         let rows = try await withWriter(table: "k TEXT PRIMARY KEY", readBack: "SELECT k AS r FROM t") { writer in
