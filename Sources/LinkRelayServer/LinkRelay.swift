@@ -191,6 +191,17 @@ public func buildLinkRelay(
             bodyTimeout: .seconds(Int64(configuration.bodyTimeout)))
     }
     let frontDoor = frontDoorServices(routes)
+    // Running once every listener is bound: the operators' own may bind after the public one.
+    let (running, runningContinuation) = AsyncStream<Void>.makeStream()
+    let unbound = Locked(configuration.metricsListen == nil ? 1 : 2)
+    let bound: @Sendable () -> Void = {
+        if unbound.withLock({ count in
+            count -= 1
+            return count == 0
+        }) {
+            runningContinuation.finish()
+        }
+    }
     // Operators' scrapes on an address of their own: few connections, no per-address cap.
     let metricsServer = configuration.metricsListen.map { listen in
         RelayServer(
@@ -198,10 +209,10 @@ public func buildLinkRelay(
             frontDoor: frontDoorServices(Routes(operations: operations)), logger: logger
         ) { channel in
             logger.notice("Metrics listening", metadata: ["address": "\(channel.localAddress.map { "\($0)" } ?? "?")"])
+            bound()
         }
     }
 
-    let (running, runningContinuation) = AsyncStream<Void>.makeStream()
     let mode = sandbox == nil ? "prove" : "SANDBOX (simulated Prove)"
     let server = RelayServer(
         host: configuration.host, port: configuration.port, maxConnections: configuration.maxConnections,
@@ -217,7 +228,7 @@ public func buildLinkRelay(
                 "address": "\(channel.localAddress.map { "\($0)" } ?? "?")",
                 "public_url": .string(configuration.publicURL), "mode": .string(mode),
             ])
-        runningContinuation.finish()
+        bound()
     }
     let optional: [(any Service)?] = [webhookSender, metricsServer]
     let services: [any Service] =
