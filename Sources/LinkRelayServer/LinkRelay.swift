@@ -38,7 +38,7 @@ public struct LinkRelay: Sendable {
         }
     }
 
-    /// Returns once the server listens (or at once if it already does).
+    /// Returns once every listener is bound (or at once if they already are).
     public func waitUntilRunning() async {
         for await _ in running {}
     }
