@@ -20,6 +20,12 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
     public var holdSeconds: Int?
     /// `desktop` when not given.
     public var possessionType: PossessionType?
+    /// `unify` when not given.
+    public var flow: Flow?
+    /// Pre-Fill only: the challenge, given up front (`YYYY-MM-DD`, `YYYY-MM` or `MM-DD`).
+    public var dob: String?
+    /// Pre-Fill only: the challenge, given up front (the full SSN or its last 4 digits).
+    public var ssn: String?
 
     public init(
         phoneNumber: String, clientRequestId: String? = nil, clientCustomerId: String? = nil,
@@ -71,7 +77,10 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
         "deviceId", "smsMessage",
     ]
     private static let boolFields = ["checkReputation", "allowOTPRetry", "rebind"]
-    private static let knownFields = Set(stringFields + boolFields + ["holdSeconds", "possessionType"])
+    private static let knownFields = Set(
+        stringFields + boolFields + ["holdSeconds", "possessionType", "flow", "dob", "ssn"])
+    /// What `/v3/start` does not take: refused on a Pre-Fill session rather than dropped unseen.
+    private static let unifyOnlyFields = ["clientHumanId", "proveId", "deviceId", "checkReputation", "rebind"]
 
     /// Decodes and validates a request body: every invalid field is named, not just the first.
     public static func validate(_ data: Data, maximumHold: Int) -> Result<CreateSessionRequest, Rejection> {
@@ -155,11 +164,39 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
                 errors.append(.init(field: "possessionType", message: "must be desktop, mobile or none"))
             }
         }
+        if let value = object["flow"], value != .null {
+            if case .string(let text) = value, let flow = Flow(rawValue: text) {
+                request.flow = flow
+            } else {
+                errors.append(.init(field: "flow", message: "must be unify or prefill"))
+            }
+        }
+        request.dob = string("dob", maxLength: 10)
+        if let dob = request.dob, dob.count <= 10, !PrefillIndividual.isValidDob(dob) {
+            errors.append(.init(field: "dob", message: "must be YYYY-MM-DD, YYYY-MM or MM-DD"))
+        }
+        request.ssn = string("ssn", maxLength: 9)
+        if let ssn = request.ssn, ssn.count <= 9, !PrefillIndividual.isValidSSN(ssn) {
+            errors.append(.init(field: "ssn", message: "must be 9 digits, or the last 4"))
+        }
+        if request.flow == .prefill {
+            for field in unifyOnlyFields where object[field] != nil && object[field] != .null {
+                errors.append(.init(field: field, message: "applies to flow unify only"))
+            }
+            if let type = request.possessionType, type != .desktop {
+                errors.append(.init(field: "possessionType", message: "must be desktop for flow prefill"))
+            }
+        } else {
+            for field in ["dob", "ssn"] where object[field] != nil && object[field] != .null {
+                errors.append(.init(field: field, message: "applies to flow prefill only"))
+            }
+        }
         guard errors.isEmpty else { return .failure(.invalid(errors)) }
         return .success(request)
     }
 
     /// A canonical form, to tell a repeated request from a different one under the same Idempotency-Key.
+    /// It holds the request's identity data (`dob`, `ssn`): the server stores only its digest.
     public var fingerprint: String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys

@@ -34,6 +34,10 @@ public struct Session: Codable, Sendable, Equatable {
     public var possessionType: PossessionType?
 
     public var possession: PossessionType { possessionType ?? .desktop }
+    /// Set from the create on, for Pre-Fill sessions only.
+    public var prefill: PrefillProgress?
+
+    public var flow: Flow { prefill == nil ? .unify : .prefill }
 
     public init(
         id: String, linkKey: String, channelToken: String, createdAt: Date, expiresAt: Date,

@@ -13,4 +13,7 @@ public enum SessionError: Error, Sendable, Equatable {
     /// A bind on a session whose outcome is not `possession_required`, bound already, or past Prove's
     /// 15-minute flow (409).
     case bindNotAllowed
+    /// A Pre-Fill step that Prove's last `next` does not offer, or one past Prove's 15-minute flow, or
+    /// one while another step of the session is under way (409); the detail says which.
+    case stepNotAllowed(String)
 }

@@ -319,7 +319,7 @@ struct SessionServiceTests {
             _ = try await service.bind(sessionID: session.id, phoneNumber: nil)
         }
         #expect(try await stored(session.id).0.result?.binding == nil)
-        clock.advance(by: SessionService.bindWindow)
+        clock.advance(by: SessionService.proveFlowLifetime)
         await #expect(throws: SessionError.bindNotAllowed) {
             _ = try await service.bind(sessionID: session.id, phoneNumber: nil)
         }

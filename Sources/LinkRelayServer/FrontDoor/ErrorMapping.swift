@@ -77,6 +77,7 @@ final class ErrorMapping: Sendable {
             .conflict(
                 "A bind is allowed once, on a session whose outcome is possession_required, within 15 minutes of its creation."
             )
+        case .stepNotAllowed(let detail): .conflict(detail)
         }
     }
 

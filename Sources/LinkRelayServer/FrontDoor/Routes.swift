@@ -38,6 +38,9 @@ struct Routes: Sendable {
             Route(.OPTIONS, "/v1/sessions/{id}/finish", channels.preflight),
             // Customer-supplied possession: the integrator's own check passed (possessionType none).
             Route(.POST, "/v1/sessions/{id}/bind", body: 256, sessions.bind),
+            // Pre-Fill's steps after the result, as Prove's `next` offers them.
+            Route(.POST, "/v1/sessions/{id}/challenge", body: CreateSessionRequest.maximumBodySize, sessions.challenge),
+            Route(.POST, "/v1/sessions/{id}/complete", body: CreateSessionRequest.maximumBodySize, sessions.complete),
             // The webhook outbox (API.md v1.1 "Webhooks").
             Route(.GET, "/v1/webhooks/messages", webhooks.list),
             Route(.POST, "/v1/webhooks/messages/{id}/retry", webhooks.retry),

@@ -92,6 +92,7 @@ final class OpsPage: Sendable {
             prove(activity),
             circuitBreaker(),
             webhookQueue(activity, current),
+            prefill(activity),
         ]
     }
 
@@ -264,6 +265,23 @@ final class OpsPage: Sendable {
                 ],
                 titles: minuteTitles(activity.at), axis: ("60 min ago", "now"))
         ]
+        return section
+    }
+
+    func prefill(_ activity: RecentActivity.Snapshot) -> OpsSection {
+        var section = OpsSection(id: "prefill", title: "Pre-Fill steps, last hour", scope: thisInstance)
+        let steps = RelayMetrics.PrefillStep.allCases.filter { activity.prefill[$0] != nil }
+        guard !steps.isEmpty else {
+            section.note = "No Pre-Fill step in the last hour."
+            return section
+        }
+        section.table = OpsSection.Table(
+            columns: ["Step", "Success", "Failure"],
+            rows: steps.map { step in
+                let hour: Counts<RecentActivity.StepOutcome> = activity.prefill[step, default: []].sum()
+                return [step.rawValue, String(hour[.success]), String(hour[.failure])]
+            })
+        section.note = "Prove's success on each step; Prove's errors are under Calls to Prove."
         return section
     }
 

@@ -3,7 +3,7 @@ import LinkRelayCore
 import LinkRelaySupport
 
 /// The last hour on this instance, minute by minute: taps and how sessions ended, Prove's calls by
-/// endpoint, webhook attempts by outcome. The ops page charts it; `RelayMetrics` feeds it where it
+/// endpoint, webhook attempts by outcome, Pre-Fill steps by outcome. The ops page charts it; `RelayMetrics` feeds it where it
 /// counts the same things for `/metrics`, so the page and Prometheus agree.
 final class RecentActivity: Sendable {
     /// What happens to sessions: the first tap, then one of the ways a session ends.
@@ -16,18 +16,23 @@ final class RecentActivity: Sendable {
         case expired
     }
 
+    /// Prove's `success` on a Pre-Fill step.
+    enum StepOutcome: CaseIterable, Sendable { case success, failure }
+
     /// A copy of the last hour, each series oldest minute first, the last one the current minute.
     struct Snapshot: Sendable {
         var at: Date
         var sessions: [Counts<Kind>]
         var prove: [String: [ProveMinute]]
         var webhooks: [Counts<WebhookOutcome>]
+        var prefill: [RelayMetrics.PrefillStep: [Counts<StepOutcome>]]
     }
 
     private struct State {
         var sessions = MinuteSeries<Counts<Kind>>()
         var prove: [String: MinuteSeries<ProveMinute>] = [:]
         var webhooks = MinuteSeries<Counts<WebhookOutcome>>()
+        var prefill: [RelayMetrics.PrefillStep: MinuteSeries<Counts<StepOutcome>>] = [:]
     }
 
     let clock: any RelayClock
@@ -56,13 +61,21 @@ final class RecentActivity: Sendable {
         state.withLock { $0.webhooks.update(at: now) { $0[outcome] += 1 } }
     }
 
+    func prefillStep(_ step: RelayMetrics.PrefillStep, success: Bool) {
+        let now = clock.now()
+        state.withLock {
+            $0.prefill[step, default: MinuteSeries()].update(at: now) { $0[success ? .success : .failure] += 1 }
+        }
+    }
+
     func snapshot() -> Snapshot {
         let now = clock.now()
         return state.withLock { state in
             Snapshot(
                 at: now, sessions: state.sessions.lastHour(endingAt: now),
                 prove: state.prove.mapValues { $0.lastHour(endingAt: now) },
-                webhooks: state.webhooks.lastHour(endingAt: now))
+                webhooks: state.webhooks.lastHour(endingAt: now),
+                prefill: state.prefill.mapValues { $0.lastHour(endingAt: now) })
         }
     }
 }

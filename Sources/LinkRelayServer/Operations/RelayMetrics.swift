@@ -23,6 +23,7 @@ public final class RelayMetrics: ProveCallObserver {
     private let lastQuestions: [Bool: Counter]
     private let finishes: Counter
     private let binds: [Bool: Counter]
+    private let prefillSteps: [PrefillStep: [Bool: Counter]]
     private let webhookAttempts: [WebhookOutcome: Counter]
     private let webhookQueueDepth: Gauge
     private let webhookOldestPending: Gauge
@@ -127,6 +128,14 @@ public final class RelayMetrics: ProveCallObserver {
         binds = Self.counters(
             registry, "linkrelay_binds_total", "Binds (POST /v1/sessions/{id}/bind) Prove answered, by its success",
             label: "outcome", [(true, "bound"), (false, "refused")])
+        var prefillSteps: [PrefillStep: [Bool: Counter]] = [:]
+        for step in PrefillStep.allCases {
+            prefillSteps[step] = Self.counters(
+                registry, "linkrelay_prefill_steps_total",
+                "Pre-Fill steps Prove answered, by step (start, validate, challenge, complete) and its success",
+                label: "outcome", [(true, "success"), (false, "failure")], extra: [("step", step.rawValue)])
+        }
+        self.prefillSteps = prefillSteps
         webhookAttempts = Self.counters(
             registry, "linkrelay_webhook_deliveries_total",
             "Webhook attempts, by outcome: delivered, retry (not delivered, tried again later), failed (given up)",
@@ -148,12 +157,12 @@ public final class RelayMetrics: ProveCallObserver {
     /// One counter of `name` per value of its one label.
     private static func counters<Key: Hashable>(
         _ registry: PrometheusCollectorRegistry, _ name: String, _ help: String, label: String,
-        _ values: [(Key, String)]
+        _ values: [(Key, String)], extra: [(String, String)] = []
     ) -> [Key: Counter] {
         var counters: [Key: Counter] = [:]
         for (key, value) in values {
             counters[key] = registry.makeCounter(
-                descriptor: .init(metricName: name, unitName: "", helpText: help), labels: [(label, value)])
+                descriptor: .init(metricName: name, unitName: "", helpText: help), labels: extra + [(label, value)])
         }
         return counters
     }
@@ -190,6 +199,12 @@ public final class RelayMetrics: ProveCallObserver {
         webhookOldestPending.set(Int64(backlog.oldestPending.map { max(0, now.timeIntervalSince($0)) } ?? 0))
     }
     func bound(success: Bool) { binds[success]?.increment() }
+
+    enum PrefillStep: String, CaseIterable { case start, validate, challenge, complete }
+    func prefillStep(_ step: PrefillStep, success: Bool) {
+        prefillSteps[step]?[success]?.increment()
+        recent.prefillStep(step, success: success)
+    }
 
     func landingAccepted() { landingsAccepted.increment() }
     func landingRepeated() { landingsRepeated.increment() }

@@ -18,6 +18,7 @@ struct CreatedSession: Encodable {
     var authToken: String?
     var correlationId: String
     var possessionType: PossessionType
+    var flow: Flow
     var channel: Channel
 
     init(_ session: Session, publicURL: String) {
@@ -32,6 +33,7 @@ struct CreatedSession: Encodable {
         authToken = session.authToken
         correlationId = session.correlationId
         possessionType = session.possession
+        flow = session.flow
         channel = Channel(
             token: session.channelToken, websocket: websocketBase + "/v1/sessions/" + session.id + "/ws",
             events: base + "/events", poll: base + "/poll")
@@ -46,7 +48,10 @@ struct SessionView: Encodable {
     var expiresAt: Date
     var tappedAt: Date?
     var possessionType: PossessionType
+    var flow: Flow
     var result: SessionResult?
+    /// Pre-Fill only: Prove's last `next`, and the individual once the challenge found it.
+    var prefill: PrefillProgress?
     var events: [SessionEvent]?
 
     init(_ session: Session, events: [SessionEvent]?) {
@@ -56,7 +61,9 @@ struct SessionView: Encodable {
         expiresAt = session.expiresAt
         tappedAt = session.tappedAt
         possessionType = session.possession
+        flow = session.flow
         result = session.result
+        prefill = session.prefill
         self.events = events
     }
 }
@@ -80,4 +87,11 @@ struct BindingView: Encodable {
         deviceId = binding.deviceId
         evaluation = binding.evaluation
     }
+}
+
+/// The answers of `POST /v1/sessions/{id}/challenge` and `/complete`: Prove's, as the session keeps them.
+struct PrefillStepView: Encodable {
+    var success: Bool
+    var individual: PrefillIndividual?
+    var next: [String: String]
 }

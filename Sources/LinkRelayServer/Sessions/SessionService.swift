@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import LinkRelayCore
 import LinkRelaySupport
@@ -20,8 +21,8 @@ final class SessionService: Sendable {
     /// Makes the webhook messages written with each change; nil without `--webhook-url`.
     let webhooks: WebhookReporter?
     private let inFlightCreates = Locked<[String: Task<Session, any Error>]>([:])
-    /// Binds under way on this instance: one at a time per session.
-    private let binds = Locked<Set<String>>([])
+    /// Binds and Pre-Fill steps under way on this instance: one at a time per session.
+    private let steps = Locked<Set<String>>([])
 
     init(
         store: any SessionStore, bus: any EventBus, prove: any ProveClient, clock: any RelayClock,
@@ -89,9 +90,18 @@ final class SessionService: Sendable {
     }
 
     private func sameRequest(_ session: Session, _ request: CreateSessionRequest) throws -> Session {
-        guard session.requestFingerprint == request.fingerprint else { throw SessionError.idempotencyKeyReused }
+        // Sessions stored before the digest kept the canonical request itself.
+        guard
+            session.requestFingerprint == Self.fingerprint(request) || session.requestFingerprint == request.fingerprint
+        else { throw SessionError.idempotencyKeyReused }
         guard session.isStarted else { throw SessionError.idempotencyKeyInProgress }
         return session
+    }
+
+    /// What a session keeps of its create request, to know a repeat: a digest, since the request may
+    /// hold a date of birth or an SSN.
+    static func fingerprint(_ request: CreateSessionRequest) -> String {
+        "sha256:" + SHA256.hash(data: Data(request.fingerprint.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
     /// Stores the session first, with its link key and its `waiting` event, then asks Prove to start the
@@ -114,21 +124,15 @@ final class SessionService: Sendable {
             id: id, linkKey: linkKey, channelToken: Secrets.token(length: 32), createdAt: now, expiresAt: expiresAt,
             correlationId: "", authToken: nil, clientRequestId: clientRequestId,
             phoneNumber: request.phoneNumber, finalTargetUrl: finalTargetUrl, idempotencyKey: idempotencyKey,
-            requestFingerprint: request.fingerprint, desktopIPAddress: request.ipAddress)
+            requestFingerprint: Self.fingerprint(request), desktopIPAddress: request.ipAddress)
         session.possessionType = request.possessionType
+        if request.flow == .prefill { session.prefill = PrefillProgress(next: [:]) }
         let event = session.record(.waiting(expiresAt: expiresAt), at: now)
         try await store.insert(session, event: event)
 
-        let unify = UnifyRequest(
-            possessionType: request.possessionType?.rawValue ?? "desktop", clientRequestId: clientRequestId,
-            phoneNumber: request.phoneNumber,
-            finalTargetUrl: finalTargetUrl, smsMessage: request.smsMessage, allowOTPRetry: request.allowOTPRetry,
-            checkReputation: request.checkReputation, clientCustomerId: request.clientCustomerId,
-            clientHumanId: request.clientHumanId, deviceId: request.deviceId, emailAddress: request.emailAddress,
-            ipAddress: request.ipAddress, proveId: request.proveId, rebind: request.rebind)
-        let response: UnifyResponse
+        let flow: StartedFlow
         do {
-            response = try await prove.unify(unify, deadline: deadline(for: expiresAt))
+            flow = try await startFlow(request, session, deadline: deadline(for: expiresAt))
         } catch {
             // Nothing was sent: the session goes. Should the store refuse even that, the session, never
             // handed out and with no flow to ask about, ends `expired` at the end of its hold.
@@ -142,10 +146,7 @@ final class SessionService: Sendable {
         }
 
         let started = session.version
-        session.correlationId = response.correlationId
-        session.authToken = response.authToken
-        // No link for `none`: Prove knows the outcome now; the verifier asks at once.
-        session.verificationPending = session.possession == .none
+        flow.apply(to: &session)
         session.version = started + 1
         do {
             guard try await store.update(session, expectedVersion: started, appending: []) else {
@@ -154,28 +155,77 @@ final class SessionService: Sendable {
         } catch {
             // The SMS has gone: the session is answered as made, and stored as soon as the store takes it.
             log.warning("Storing a started flow failed; retrying until the store takes it")
-            keepStarted(id, response, until: expiresAt)
+            keepStarted(id, flow, until: expiresAt)
         }
         bus.publish(sessionID: id, events: [event])
         expiries.schedule(sessionID: id, at: expiresAt)
         if session.verificationPending { verifications.kick(id) }
         metrics.sessionsCreated.increment()
-        log.info("Session created", metadata: ["correlation": .string(response.correlationId), "hold": "\(hold)"])
+        log.info(
+            "Session created",
+            metadata: [
+                "correlation": .string(flow.correlationId), "flow": .string(session.flow.rawValue), "hold": "\(hold)",
+            ])
         return session
+    }
+
+    /// What Prove's start of a flow gives the session.
+    struct StartedFlow: Sendable {
+        var correlationId: String
+        var authToken: String?
+        /// Pre-Fill's first `next`.
+        var next: [String: String]?
+
+        func apply(to session: inout Session) {
+            session.correlationId = correlationId
+            session.authToken = authToken
+            if let next { session.prefill = PrefillProgress(next: next) }
+            // No link for `none`: Prove knows the outcome now; the verifier asks at once.
+            if session.possession == .none { session.verificationPending = true }
+        }
+    }
+
+    /// `/v3/unify`, or `/v3/start` (desktop) for Pre-Fill: either sends the Instant Link to `finalTargetUrl`.
+    private func startFlow(_ request: CreateSessionRequest, _ session: Session, deadline: ContinuousClock.Instant)
+        async throws -> StartedFlow
+    {
+        switch request.flow ?? .unify {
+        case .unify:
+            let answer = try await prove.unify(
+                UnifyRequest(
+                    possessionType: session.possession.rawValue, clientRequestId: session.clientRequestId,
+                    phoneNumber: request.phoneNumber, finalTargetUrl: session.finalTargetUrl,
+                    smsMessage: request.smsMessage, allowOTPRetry: request.allowOTPRetry,
+                    checkReputation: request.checkReputation, clientCustomerId: request.clientCustomerId,
+                    clientHumanId: request.clientHumanId, deviceId: request.deviceId,
+                    emailAddress: request.emailAddress, ipAddress: request.ipAddress, proveId: request.proveId,
+                    rebind: request.rebind),
+                deadline: deadline)
+            return StartedFlow(correlationId: answer.correlationId, authToken: answer.authToken)
+        case .prefill:
+            let answer = try await prove.prefillStart(
+                PrefillStartRequest(
+                    flowType: "desktop", finalTargetUrl: session.finalTargetUrl, phoneNumber: request.phoneNumber,
+                    dob: request.dob, ssn: request.ssn, emailAddress: request.emailAddress,
+                    ipAddress: request.ipAddress, smsMessage: request.smsMessage,
+                    allowOTPRetry: request.allowOTPRetry, clientRequestId: session.clientRequestId,
+                    clientCustomerId: request.clientCustomerId),
+                deadline: deadline)
+            metrics.prefillStep(.start, success: true)
+            return StartedFlow(correlationId: answer.correlationId, authToken: answer.authToken, next: answer.next)
+        }
     }
 
     /// Stores Prove's answer on a session whose last create write failed, retrying with growing pauses
     /// until the store takes it or the hold ends. Until then a landing is asked about again later (the
     /// verifier waits for the correlationId).
-    private func keepStarted(_ id: String, _ response: UnifyResponse, until expiresAt: Date) {
+    private func keepStarted(_ id: String, _ flow: StartedFlow, until expiresAt: Date) {
         Task {
             var pause: TimeInterval = 0.5
             while clock.now() < expiresAt {
                 do {
                     _ = try await mutate(.id(id)) { session, _ in
-                        session.correlationId = response.correlationId
-                        session.authToken = response.authToken
-                        if session.possession == .none { session.verificationPending = true }
+                        flow.apply(to: &session)
                         return []
                     }
                     logger.notice("A started flow is stored after all", metadata: ["session": .string(id)])
@@ -307,20 +357,20 @@ final class SessionService: Sendable {
 
     // MARK: - bind
 
-    /// Prove's flow lifetime: a bind after it is refused (API.md v1.1).
-    static let bindWindow: TimeInterval = 15 * 60
+    /// Prove's flow lifetime: a bind or a Pre-Fill step after it is refused (API.md v1.1).
+    static let proveFlowLifetime: TimeInterval = 15 * 60
 
     /// `POST /v1/sessions/{id}/bind`: once the integrator's own possession check passed on a
     /// `possession_required` session, asks `/v3/unify-bind` and keeps Prove's answer as
-    /// `result.binding`. Allowed once, within `bindWindow` of the creation: else `bindNotAllowed` (409).
+    /// `result.binding`. Allowed once, within `proveFlowLifetime` of the creation: else `bindNotAllowed` (409).
     /// No channel event.
     func bind(sessionID: String, phoneNumber: String?) async throws -> SessionResult.Binding {
         guard let session = try await store.session(id: sessionID) else { throw SessionError.notFound }
         guard session.result?.outcome == .possessionRequired, session.result?.binding == nil,
-            clock.now() < session.createdAt.addingTimeInterval(Self.bindWindow),
-            binds.withLock({ $0.insert(sessionID).inserted })
+            clock.now() < session.createdAt.addingTimeInterval(Self.proveFlowLifetime),
+            steps.withLock({ $0.insert(sessionID).inserted })
         else { throw SessionError.bindNotAllowed }
-        defer { _ = binds.withLock { $0.remove(sessionID) } }
+        defer { _ = steps.withLock { $0.remove(sessionID) } }
         let phone = phoneNumber ?? session.phoneNumber
         let answer = try await prove.unifyBind(
             UnifyBindRequest(
@@ -344,14 +394,108 @@ final class SessionService: Sendable {
         return binding
     }
 
+    // MARK: - Pre-Fill steps
+
+    /// `POST /v1/sessions/{id}/challenge`: `/v3/challenge` with a `dob` or `ssn`, or without (Prove then
+    /// uses those the create gave). Keeps the individual Prove found and its `next`.
+    func challenge(sessionID: String, _ input: PrefillStepBody.Challenge) async throws -> PrefillChallengeResponse {
+        try await prefillStep(.challenge, sessionID: sessionID) { session in
+            if input.dob == nil, input.ssn == nil, session.prefill?.challengeMissing == true {
+                throw Problem.invalid([
+                    .init(field: "dob", message: "dob or ssn is required: the session was created with neither")
+                ])
+            }
+            let answer = try await prove.prefillChallenge(
+                PrefillChallengeRequest(correlationId: session.correlationId, dob: input.dob, ssn: input.ssn),
+                deadline: .now + .seconds(10))
+            return (
+                answer, answer.success,
+                PrefillProgress(next: answer.next, individual: answer.individual.map(PrefillIndividual.init))
+            )
+        }
+    }
+
+    /// `POST /v1/sessions/{id}/complete`: `/v3/complete` with the individual the customer confirmed.
+    func complete(sessionID: String, _ individual: PrefillIndividual) async throws -> PrefillCompleteResponse {
+        try await prefillStep(.complete, sessionID: sessionID) { session in
+            let answer = try await prove.prefillComplete(
+                PrefillCompleteRequest(correlationId: session.correlationId, individual: ProveIndividual(individual)),
+                deadline: .now + .seconds(10))
+            var progress = session.prefill ?? PrefillProgress(next: [:])
+            progress.next = answer.next
+            progress.completed = answer.success
+            return (answer, answer.success, progress)
+        }
+    }
+
+    /// One step the backend asks for: only on a Pre-Fill session (else `notFound`), only when Prove's last
+    /// `next` offers it, within Prove's flow lifetime, one at a time (else `stepNotAllowed`). `ask` calls
+    /// Prove; its answer's progress is stored, and nothing is when Prove fails.
+    private func prefillStep<Answer>(
+        _ step: PrefillProgress.Step, sessionID: String,
+        _ ask: (Session) async throws -> (Answer, success: Bool, progress: PrefillProgress)
+    ) async throws -> Answer {
+        guard let session = try await store.session(id: sessionID), let progress = session.prefill else {
+            throw SessionError.notFound
+        }
+        let name = step == .challenge ? "challenge" : "complete"
+        guard clock.now() < session.createdAt.addingTimeInterval(Self.proveFlowLifetime) else {
+            throw SessionError.stepNotAllowed("Prove's Pre-Fill flow lasts 15 minutes from the session's creation.")
+        }
+        let offered = progress.offeredSteps
+        guard offered.contains(step) else {
+            let allowed = offered.map { $0 == .challenge ? "challenge" : "complete" }
+            throw SessionError.stepNotAllowed(
+                "Prove's last next does not offer \(name); allowed now: "
+                    + (allowed.isEmpty ? "none" : allowed.joined(separator: ", ")) + ".")
+        }
+        guard steps.withLock({ $0.insert(sessionID).inserted }) else {
+            throw SessionError.stepNotAllowed("Another step of this session is under way.")
+        }
+        defer { _ = steps.withLock { $0.remove(sessionID) } }
+        let (answer, success, next) = try await ask(session)
+        metrics.prefillStep(step == .challenge ? .challenge : .complete, success: success)
+        _ = try await mutate(.id(sessionID)) { session, _ in
+            session.prefill = next
+            return []
+        }
+        logger.info(
+            "Pre-Fill step taken",
+            metadata: ["session": .string(sessionID), "step": .string(name), "success": "\(success)"])
+        return answer
+    }
+
     // MARK: - endings
 
-    /// Records Prove's answer for `session` (as the verifier read it). Does nothing if the session already ended.
-    func finish(_ session: Session, result: SessionResult) async throws {
+    /// Asks Prove for the session's result: `/v3/unify-status`, or `/v3/validate` for Pre-Fill (with
+    /// what the session keeps of its answer), answering by `until`. Nil while Prove says `pending`
+    /// (Unify only: `/v3/validate` answers at once, and only once).
+    func askProve(_ session: Session, until: Date) async throws -> (result: SessionResult, prefill: PrefillProgress?)? {
+        let deadline = deadline(for: until)
+        guard session.flow == .prefill else {
+            let status = try await prove.unifyStatus(
+                UnifyStatusRequest(correlationId: session.correlationId, clientRequestId: session.clientRequestId),
+                deadline: deadline)
+            return Outcome(proveSuccess: status.success).map { (SessionResult(status, outcome: $0), nil) }
+        }
+        let answer = try await prove.prefillValidate(
+            PrefillValidateRequest(correlationId: session.correlationId), deadline: deadline)
+        metrics.prefillStep(.validate, success: answer.success)
+        let result = SessionResult(
+            outcome: answer.success ? .verified : .failed, success: answer.success ? "true" : "false",
+            phoneNumber: answer.phoneNumber, clientRequestId: session.clientRequestId,
+            evaluation: answer.evaluation?.mapValues { .init(result: $0.result, failureReasons: $0.failureReasons) })
+        return (result, PrefillProgress(next: answer.next, challengeMissing: answer.challengeMissing ? true : nil))
+    }
+
+    /// Records Prove's answer for `session` (as the verifier read it), and a Pre-Fill session's progress.
+    /// Does nothing if the session already ended.
+    func finish(_ session: Session, result: SessionResult, prefill: PrefillProgress? = nil) async throws {
         let sessionID = session.id
         let session = try await mutate(.read(session)) { session, _ in
             guard !session.state.isTerminal else { return nil }
             session.result = result
+            if let prefill { session.prefill = prefill }
             return [.result(result.outcome)]
         }
         if session != nil {
@@ -383,11 +527,10 @@ final class SessionService: Sendable {
         defer { lastQuestions.end(session.id) }
         var verified = false
         do {
-            let status = try await prove.unifyStatus(
-                UnifyStatusRequest(correlationId: session.correlationId, clientRequestId: session.clientRequestId),
-                deadline: deadline(for: session.expiresAt.addingTimeInterval(Self.lastQuestionGrace)))
-            if Outcome(proveSuccess: status.success) == .verified {
-                try await finish(session, result: SessionResult(status, outcome: .verified))
+            if let answer = try await askProve(session, until: session.expiresAt + Self.lastQuestionGrace),
+                answer.result.outcome == .verified
+            {
+                try await finish(session, result: answer.result, prefill: answer.prefill)
                 verified = true
             }
         } catch {

@@ -148,6 +148,36 @@ final class SessionsController: Sendable {
         }
     }
 
+    /// `POST /v1/sessions/{id}/challenge` (API key), body `{"dob"}`, `{"ssn"}` or nothing (the create's).
+    func challenge(_ request: RelayRequest) throws -> Reply {
+        try authorize(request)
+        let id = String(request.parameters[0])
+        let input = try PrefillStepBody.challenge(try Self.stepBody(request)).get()
+        return .later { [service] in
+            let answer = try await service.challenge(sessionID: id, input)
+            return .json(
+                PrefillStepView(
+                    success: answer.success, individual: answer.individual.map(PrefillIndividual.init),
+                    next: answer.next))
+        }
+    }
+
+    /// `POST /v1/sessions/{id}/complete` (API key), body `{"individual":{…}}`.
+    func complete(_ request: RelayRequest) throws -> Reply {
+        try authorize(request)
+        let id = String(request.parameters[0])
+        let individual = try PrefillStepBody.complete(try Self.stepBody(request)).get()
+        return .later { [service] in
+            let answer = try await service.complete(sessionID: id, individual)
+            return .json(PrefillStepView(success: answer.success, next: answer.next))
+        }
+    }
+
+    private static func stepBody(_ request: RelayRequest) throws -> Data {
+        guard let body = request.body else { throw CreateSessionRequest.Rejection.tooLarge }
+        return Data(body.readableBytesView)
+    }
+
     /// The one, optional, field of a small body: nil for an empty body or no field; 400 for anything but
     /// a JSON object with at most that field; 413 over the route's maximum (the body is then nil).
     private static func onlyField(_ name: String, of body: ByteBuffer?) throws -> Any? {

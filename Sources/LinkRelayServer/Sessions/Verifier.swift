@@ -5,7 +5,8 @@ import ProveAPI
 import ServiceLifecycle
 import Synchronization
 
-/// Asks Prove for the result of every landed session (`/v3/unify-status`) and records it.
+/// Asks Prove for the result of every landed session (`/v3/unify-status`, `/v3/validate` for Pre-Fill)
+/// and records it.
 ///
 /// While Prove says `pending` it asks again, never past the session's hold. At start it picks up
 /// every session that was landed but not finished before a restart.
@@ -30,6 +31,8 @@ struct Verifier: Service {
     func verify(sessionID: String) async {
         var logger = service.logger
         logger[metadataKey: "session"] = .string(sessionID)
+        // Prove's answer, kept while storing it is retried: `/v3/validate` answers only once.
+        var answered: (result: SessionResult, prefill: PrefillProgress?)?
         while !Task.isCancelled {
             let session: Session
             do {
@@ -51,20 +54,19 @@ struct Verifier: Service {
                 continue
             }
             do {
-                let status = try await service.prove.unifyStatus(
-                    UnifyStatusRequest(correlationId: session.correlationId, clientRequestId: session.clientRequestId),
-                    deadline: service.deadline(for: session.expiresAt))
-                if let outcome = Outcome(proveSuccess: status.success) {
-                    try await service.finish(session, result: SessionResult(status, outcome: outcome))
+                if answered == nil { answered = try await service.askProve(session, until: session.expiresAt) }
+                if let answered {
+                    try await service.finish(session, result: answered.result, prefill: answered.prefill)
                     service.verifications.forget(sessionID)
                     return
                 }
                 service.verifications.noteProblem(sessionID, "Prove still said pending")
-                logger.debug("Prove says the result is pending", metadata: ["success": .string(status.success)])
+                logger.debug("Prove says the result is pending")
                 guard await pause(pendingInterval, before: session.expiresAt) else { return }
             } catch ProveClientError.rejected(let status, let body) {
                 // Prove refused the question itself (not a retryable fault): the session cannot succeed.
-                let reason = "Prove rejected unify-status with \(status)" + (body?.code.map { " (code \($0))" } ?? "")
+                let endpoint = session.flow == .prefill ? "validate" : "unify-status"
+                let reason = "Prove rejected \(endpoint) with \(status)" + (body?.code.map { " (code \($0))" } ?? "")
                 logger.warning("Verification failed", metadata: ["reason": .string(reason)])
                 let result = SessionResult(outcome: .failed, success: "false", reason: reason)
                 try? await service.finish(session, result: result)

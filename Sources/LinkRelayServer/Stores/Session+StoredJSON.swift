@@ -32,6 +32,8 @@ extension Session {
         json.add("verificationPending", verificationPending)
         json.add("result", object: result?.storedJSON)
         json.add("possessionType", possessionType?.rawValue)
+        // Pre-Fill only, and rare: `Codable` writes it.
+        json.add("prefill", object: prefill.flatMap { try? JSONEncoder().encode($0) }.map(Array.init))
         return json.finish()
     }
 }
