@@ -24,6 +24,8 @@ import schemathesis
 ORIGIN = os.environ["API_CHECK_URL"].rstrip("/")
 # Prove's test users in the sandbox: Instant Link, short-term and possession-required kinds.
 TEST_USERS = ["2001004014", "2001004015", "2001004018", "+2001004029", "2001004016"]
+# Pre-Fill's: short-term (passes without a tap), then three that the link's tap passes.
+PREFILL_USERS = ["2001001695", "2001001693", "2001001688", "2001001687"]
 HOLD = 3
 # The routes of one session that take its channel token.
 TOKEN_ROUTES = {"events", "poll", "ws", "finish"}
@@ -64,7 +66,8 @@ def map_case(context, case):
         if isinstance(hold, int) and not isinstance(hold, bool) and HOLD < hold <= 600:
             case.body["holdSeconds"] = HOLD
         if steer and isinstance(case.body.get("phoneNumber"), str):
-            case.body["phoneNumber"] = TEST_USERS[pick % len(TEST_USERS)]
+            users = PREFILL_USERS if case.body.get("flow") == "prefill" else TEST_USERS
+            case.body["phoneNumber"] = users[pick % len(users)]
 
     if steer and known and isinstance(case.path_parameters, dict):
         session_id, token, key = known[pick % len(known)]

@@ -34,7 +34,14 @@ struct HandWrittenJSONTests {
             ],
             reason: "why")
         ended.record(.result(.failed), at: now.addingTimeInterval(1e-6))
-        return [plain, full, ended]
+        var prefill = ended
+        prefill.prefill = PrefillProgress(
+            next: ["v3-complete": "/v3/complete"], challengeMissing: true,
+            individual: PrefillIndividual(
+                firstName: "Marcia", lastName: "Longo \"é\"", dob: "1982-07-19", ssn: "470806227",
+                emailAddresses: ["m@example.com"], addresses: [.init(address: "00 Mallard Park", postalCode: "70165")]),
+            completed: false)
+        return [plain, full, ended, prefill]
     }
 
     static let events: [SessionEvent] = [

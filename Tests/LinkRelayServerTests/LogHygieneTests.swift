@@ -60,4 +60,29 @@ struct LogHygieneTests {
             }
         }
     }
+
+    @Test("A whole Pre-Fill flow at trace level logs no identity: no name, date of birth, SSN, address or phone")
+    func prefillLogsNoIdentity() async throws {
+        try await TestRelay.run { relay in
+            let phone = PrefillSessionTests.marcia
+            let created = try await PrefillSessionTests.create(relay, #","dob":"1982-07-19""#)
+            _ = try await relay.tap(phone: phone)
+            _ = try await relay.pollUntilDone(created)
+            let challenge = try await PrefillSessionTests.step(
+                relay, created.sessionId, "challenge", #"{"ssn":"470806227"}"#)
+            let person = try #require(try challenge.json(PrefillSessionTests.Step.self).individual)
+            let confirmed = String(decoding: try JSONEncoder().encode(["individual": person]), as: UTF8.self)
+            #expect(try await PrefillSessionTests.step(relay, created.sessionId, "complete", confirmed).status == 200)
+            _ = try await relay.api(.GET, "/v1/sessions/\(created.sessionId)")
+            // Refusals too: a bad body, and a step out of order.
+            _ = try await PrefillSessionTests.step(relay, created.sessionId, "challenge", #"{"ssn":"470806227x"}"#)
+            _ = try await PrefillSessionTests.step(relay, created.sessionId, "challenge", #"{"ssn":"470806227"}"#)
+
+            let logs = relay.logs.all.joined(separator: "\n")
+            #expect(logs.contains("Pre-Fill step taken"), "the flow was logged, at trace level")
+            for secret in PrefillSessionTests.identity + ["mallard", "70165"] {
+                #expect(!logs.localizedCaseInsensitiveContains(secret), "the logs contain \(secret)")
+            }
+        }
+    }
 }

@@ -343,7 +343,9 @@ struct WebhookBodyTests {
         var data: SessionView
     }
 
-    @Test("A body is byte for byte what RelayJSON writes for the session's view: waiting, tapped, and with a result")
+    @Test(
+        "A body is byte for byte what RelayJSON writes for the session's view: waiting, tapped, with a result, Pre-Fill"
+    )
     func sameAsCodable() throws {
         let now = Date(timeIntervalSince1970: 1_800_000_000.123)
         var session = Session(
@@ -361,6 +363,8 @@ struct WebhookBodyTests {
             outcome: .possessionRequired, success: "false", phoneNumber: "2001004014", proveId: "p/1\"é",
             clientRequestId: "r", evaluation: ["authentication": .init(result: "fail", failureReasons: ["9100": "x"])])
         session.result?.binding = .init(success: true, phoneNumber: "2001004014", deviceId: "d", at: now)
+        sessions.append(session)
+        session.prefill = PrefillProgress(next: ["v3-challenge": "/v3/challenge"], challengeMissing: true)
         sessions.append(session)
         for session in sessions {
             let expected = RelayJSON.encode(
