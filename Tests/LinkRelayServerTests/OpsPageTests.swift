@@ -293,6 +293,24 @@ struct OpsPageTests {
         }
     }
 
+    @Test("After a Pre-Fill flow, the page counts its steps by outcome, and shows nothing of the person")
+    func prefillSection() async throws {
+        try await TestRelay.run(flags: ["limits": ["off"]]) { relay in
+            let before = try await relay.request(.GET, "/ops", headers: [Self.basic("ops", TestRelay.apiKey)]).body
+            #expect(before.contains("No Pre-Fill step in the last hour."))
+            let created = try await PrefillSessionTests.create(relay)
+            _ = try await relay.tap(phone: PrefillSessionTests.marcia)
+            _ = try await relay.pollUntilDone(created)
+            #expect(try await PrefillSessionTests.step(relay, created.sessionId, "challenge").status == 200)
+            let page = try await relay.request(.GET, "/ops", headers: [Self.basic("ops", TestRelay.apiKey)]).body
+            for row in ["start", "validate", "challenge"] {
+                #expect(page.contains("<td>\(row)</td><td>1</td><td>0</td>"), "\(row): one success")
+            }
+            #expect(!page.contains("<td>complete</td>"))
+            for secret in PrefillSessionTests.identity { #expect(!page.contains(secret)) }
+        }
+    }
+
     @Test("A store that does not answer costs the page its sessions section only, and /metrics nothing")
     func storeDown() async throws {
         let directory = try SQLiteStoreTests.temporaryDirectory()
