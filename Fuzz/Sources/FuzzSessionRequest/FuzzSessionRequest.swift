@@ -7,7 +7,8 @@ private let maximumHold = 600
 
 private let knownFields: Set<String> = [
     "phoneNumber", "clientRequestId", "clientCustomerId", "clientHumanId", "emailAddress", "ipAddress", "proveId",
-    "deviceId", "smsMessage", "checkReputation", "allowOTPRetry", "rebind", "holdSeconds",
+    "deviceId", "smsMessage", "checkReputation", "allowOTPRetry", "rebind", "holdSeconds", "possessionType", "flow",
+    "dob", "ssn",
 ]
 
 /// libFuzzer entry point for `CreateSessionRequest.validate`: the input bytes are the `POST /v1/sessions` body.
@@ -95,6 +96,23 @@ private func checkRules(_ request: CreateSessionRequest) {
     }
     if let hold = request.holdSeconds {
         check((1...maximumHold).contains(hold), "accepted holdSeconds \(hold)")
+    }
+    // Pre-Fill: `dob` in Prove's three forms, `ssn` 9 or 4 digits, both only there; none of Unify's own fields.
+    func digits(_ text: String) -> Bool { ascii(text) { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } }
+    if let dob = request.dob {
+        let parts = dob.utf8.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false).map(\.count)
+        check(digits(dob.replacingOccurrences(of: "-", with: "")), "accepted dob \(dob)")
+        check([[4, 2, 2], [4, 2], [2, 2]].contains(parts), "accepted dob \(dob)")
+    }
+    if let ssn = request.ssn { check(digits(ssn) && [4, 9].contains(ssn.utf8.count), "accepted ssn \(ssn)") }
+    if request.flow == .prefill {
+        check(
+            request.clientHumanId == nil && request.proveId == nil && request.deviceId == nil
+                && request.checkReputation == nil && request.rebind == nil
+                && (request.possessionType ?? .desktop) == .desktop,
+            "accepted a Unify field on a Pre-Fill request")
+    } else {
+        check(request.dob == nil && request.ssn == nil, "accepted dob or ssn on a Unify request")
     }
 }
 
