@@ -155,24 +155,16 @@ import Testing
 
 /// `HTTPProveClient`'s Pre-Fill calls: retries by the SMS rule, against a scripted Prove.
 @Suite(.timeLimit(.minutes(1))) struct PrefillRetryTests {
-    static let status503 = ScriptedProve.Step.respond(status: 503, body: #"{"code":8000,"message":"busy"}"#)
-
-    func makeClient(_ baseURL: String, _ http: HTTPClient, sleeper: SleepRecorder, observer: ObserverRecorder)
-        -> HTTPProveClient
-    {
-        HTTPProveClient(
-            baseURL: baseURL, credentials: .init(clientID: "id", clientSecret: "secret"), httpClient: http,
-            retry: RetryPolicy(attemptTimeout: .seconds(patientSeconds), sleep: sleeper.sleep, random: { 0.5 }),
-            observer: observer, logger: quietLogger())
-    }
+    /// The fault tests' client: their retry policy, with recorded sleeps.
+    let faults = HTTPProveClientFaultTests()
 
     @Test func startIsRetriedOnlyWhenTheRequestWasNotProcessed() async throws {
-        let server = ScriptedProve([Self.status503, .respond(status: 500)])
+        let server = ScriptedProve([HTTPProveClientFaultTests.status503, .respond(status: 500)])
         let sleeper = SleepRecorder()
         let observer = ObserverRecorder()
         try await server.serve { baseURL in
             try await withHTTPClient { http in
-                let client = makeClient(baseURL, http, sleeper: sleeper, observer: observer)
+                let client = faults.makeClient(baseURL, http, sleeper: sleeper, observer: observer)
                 await #expect {
                     try await client.prefillStart(
                         .init(flowType: "desktop", finalTargetUrl: "https://a.example", phoneNumber: "2001001695"),
@@ -193,7 +185,7 @@ import Testing
         let server = ScriptedProve([.respond(status: 429, body: "")])
         let start = try await server.serve { baseURL in
             try await withHTTPClient { http in
-                try await makeClient(baseURL, http, sleeper: SleepRecorder(), observer: ObserverRecorder())
+                try await faults.makeClient(baseURL, http, sleeper: SleepRecorder(), observer: ObserverRecorder())
                     .prefillStart(.init(flowType: "mobile", phoneNumber: "2001001695"), deadline: deadline())
             }
         }
@@ -206,15 +198,15 @@ import Testing
             .respond(status: 200, body: ScriptedProve.okPrefillBodies[path]!)
         }
         let server = ScriptedProve([
-            Self.status503, .respond(status: 500), ok("/v3/validate"),
-            Self.status503, .respond(status: 502), ok("/v3/challenge"),
+            HTTPProveClientFaultTests.status503, .respond(status: 500), ok("/v3/validate"),
+            HTTPProveClientFaultTests.status503, .respond(status: 502), ok("/v3/challenge"),
             .respond(status: 500),
         ])
         let observer = ObserverRecorder()
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
             try await withHTTPClient { http in
-                let client = makeClient(baseURL, http, sleeper: sleeper, observer: observer)
+                let client = faults.makeClient(baseURL, http, sleeper: sleeper, observer: observer)
                 let validate = try await client.prefillValidate(.init(correlationId: "c-1"), deadline: deadline())
                 #expect(validate.success && validate.challengeMissing)
                 let challenge = try await client.prefillChallenge(
@@ -239,7 +231,7 @@ import Testing
         ])
         try await server.serve { baseURL in
             try await withHTTPClient { http in
-                let client = makeClient(baseURL, http, sleeper: SleepRecorder(), observer: ObserverRecorder())
+                let client = faults.makeClient(baseURL, http, sleeper: SleepRecorder(), observer: ObserverRecorder())
                 await #expect(
                     throws: ProveClientError.rejected(
                         status: 403, body: .init(code: 8003, message: "step called out of order"))
