@@ -33,6 +33,9 @@ public struct PrefillProgress: Codable, Sendable, Equatable {
     public enum Step: String, Sendable, CaseIterable {
         case challenge = "v3-challenge"
         case complete = "v3-complete"
+
+        /// The relay's name for it: `POST /v1/sessions/{id}/challenge`, `/complete`.
+        public var route: String { self == .challenge ? "challenge" : "complete" }
     }
 
     /// The steps Prove's last `next` offers the backend, in order.

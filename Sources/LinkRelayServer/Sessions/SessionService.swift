@@ -399,8 +399,8 @@ final class SessionService: Sendable {
     /// `POST /v1/sessions/{id}/challenge`: `/v3/challenge` with a `dob` or `ssn`, or without (Prove then
     /// uses those the create gave). Keeps the individual Prove found and its `next`.
     func challenge(sessionID: String, _ input: PrefillStepBody.Challenge) async throws -> PrefillChallengeResponse {
-        try await prefillStep(.challenge, sessionID: sessionID) { session in
-            if input.dob == nil, input.ssn == nil, session.prefill?.challengeMissing == true {
+        try await prefillStep(.challenge, sessionID: sessionID) { session, progress in
+            if input.dob == nil, input.ssn == nil, progress.challengeMissing == true {
                 throw Problem.invalid([
                     .init(field: "dob", message: "dob or ssn is required: the session was created with neither")
                 ])
@@ -408,60 +408,56 @@ final class SessionService: Sendable {
             let answer = try await prove.prefillChallenge(
                 PrefillChallengeRequest(correlationId: session.correlationId, dob: input.dob, ssn: input.ssn),
                 deadline: .now + .seconds(10))
-            return (
-                answer, answer.success,
-                PrefillProgress(next: answer.next, individual: answer.individual.map(PrefillIndividual.init))
-            )
+            progress.next = answer.next
+            progress.individual = answer.individual.map(PrefillIndividual.init)
+            return (answer, answer.success)
         }
     }
 
     /// `POST /v1/sessions/{id}/complete`: `/v3/complete` with the individual the customer confirmed.
     func complete(sessionID: String, _ individual: PrefillIndividual) async throws -> PrefillCompleteResponse {
-        try await prefillStep(.complete, sessionID: sessionID) { session in
+        try await prefillStep(.complete, sessionID: sessionID) { session, progress in
             let answer = try await prove.prefillComplete(
                 PrefillCompleteRequest(correlationId: session.correlationId, individual: ProveIndividual(individual)),
                 deadline: .now + .seconds(10))
-            var progress = session.prefill ?? PrefillProgress(next: [:])
             progress.next = answer.next
             progress.completed = answer.success
-            return (answer, answer.success, progress)
+            return (answer, answer.success)
         }
     }
 
     /// One step the backend asks for: only on a Pre-Fill session (else `notFound`), only when Prove's last
     /// `next` offers it, within Prove's flow lifetime, one at a time (else `stepNotAllowed`). `ask` calls
-    /// Prove; its answer's progress is stored, and nothing is when Prove fails.
+    /// Prove and notes its answer in the progress, which is stored; nothing is when Prove fails.
     private func prefillStep<Answer>(
         _ step: PrefillProgress.Step, sessionID: String,
-        _ ask: (Session) async throws -> (Answer, success: Bool, progress: PrefillProgress)
+        _ ask: (Session, inout PrefillProgress) async throws -> (Answer, success: Bool)
     ) async throws -> Answer {
-        guard let session = try await store.session(id: sessionID), let progress = session.prefill else {
+        guard let session = try await store.session(id: sessionID), var progress = session.prefill else {
             throw SessionError.notFound
         }
-        let name = step == .challenge ? "challenge" : "complete"
         guard clock.now() < session.createdAt.addingTimeInterval(Self.proveFlowLifetime) else {
             throw SessionError.stepNotAllowed("Prove's Pre-Fill flow lasts 15 minutes from the session's creation.")
         }
         let offered = progress.offeredSteps
         guard offered.contains(step) else {
-            let allowed = offered.map { $0 == .challenge ? "challenge" : "complete" }
             throw SessionError.stepNotAllowed(
-                "Prove's last next does not offer \(name); allowed now: "
-                    + (allowed.isEmpty ? "none" : allowed.joined(separator: ", ")) + ".")
+                "Prove's last next does not offer \(step.route); allowed now: "
+                    + (offered.isEmpty ? "none" : offered.map(\.route).joined(separator: ", ")) + ".")
         }
         guard steps.withLock({ $0.insert(sessionID).inserted }) else {
             throw SessionError.stepNotAllowed("Another step of this session is under way.")
         }
         defer { _ = steps.withLock { $0.remove(sessionID) } }
-        let (answer, success, next) = try await ask(session)
+        let (answer, success) = try await ask(session, &progress)
         metrics.prefillStep(step == .challenge ? .challenge : .complete, success: success)
-        _ = try await mutate(.id(sessionID)) { session, _ in
-            session.prefill = next
+        _ = try await mutate(.id(sessionID)) { [progress] session, _ in
+            session.prefill = progress
             return []
         }
         logger.info(
             "Pre-Fill step taken",
-            metadata: ["session": .string(sessionID), "step": .string(name), "success": "\(success)"])
+            metadata: ["session": .string(sessionID), "step": .string(step.route), "success": "\(success)"])
         return answer
     }
 
