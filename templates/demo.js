@@ -10,6 +10,7 @@
   const countdown = document.getElementById("countdown");
   const list = document.getElementById("events");
   const expiresAt = Date.parse(data.expiresAt);
+  const next = document.getElementById("prefill-next");
   let done = false;
 
   const words = {
@@ -41,7 +42,17 @@
       list.appendChild(item);
     },
     onTapped() { say("tapped"); },
-    onResult(outcome) { say(outcome, true); },
+    onResult(outcome) {
+      say(outcome, true);
+      // Pre-Fill: the customer's details come next, from the demo's own server-side form.
+      if (!next) return;
+      if (outcome === "verified") {
+        status.textContent = "Verified ✓ Getting your details…";
+        next.submit();
+      } else {
+        next.remove();
+      }
+    },
     onExpired() { say("expired", true); },
     onCancelled() { say("cancelled", true); },
     onError(error) { say("The channel answered " + error.status, true); },
@@ -50,8 +61,10 @@
 
   // What Prove's client SDK would do on a real page: resend the link, take another number, and report
   // AuthFinish. The demo stands in for the SDK with the sandbox's own routes; a real page calls Prove's
-  // Web SDK for the first two, and the relay's finish hook for the third, exactly as here.
+  // Web SDK for the first two, and the relay's finish hook for the third, exactly as here. The Pre-Fill
+  // page has none of them: the sandbox resends and changes numbers for Unify flows only.
   const note = document.getElementById("sdk-note");
+  if (!note) return;
   async function act(label, url, body) {
     const response = await fetch(url, {
       method: "POST", headers: { "Content-Type": "application/json" },

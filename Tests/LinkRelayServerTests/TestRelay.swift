@@ -153,14 +153,16 @@ struct TestRelay {
     }
 
     /// A relay built as `run` builds it, on the memory store, but not started: `LinkRelay.respond(to:)`
-    /// answers requests through its route table without a socket.
+    /// answers requests through its route table without a socket. It logs to `logs`, when given.
     static func unstarted(
-        clock: any RelayClock = ManualClock(), flags: [String: [String]] = [:], environment: [String: String] = [:]
+        clock: any RelayClock = ManualClock(), flags: [String: [String]] = [:], environment: [String: String] = [:],
+        logs: LogCapture? = nil
     ) async throws -> LinkRelay {
         var all: [String: [String]] = ["port": ["8080"], "store": ["memory"], "api-key": [apiKey]]
         all.merge(flags) { $1 }
         return try await buildLinkRelay(
-            try RelayConfiguration.resolve(flags: all, environment: environment), logger: quietLogger(), clock: clock)
+            try RelayConfiguration.resolve(flags: all, environment: environment),
+            logger: logs?.logger() ?? quietLogger(), clock: clock)
     }
 
     func request(

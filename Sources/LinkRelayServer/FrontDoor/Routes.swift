@@ -76,6 +76,13 @@ struct Routes: Sendable {
             all += [
                 Route(.GET, "/", .person, demo.home),
                 Route(.POST, "/demo", .person, body: DemoController.maximumFormSize, demo.start),
+                Route(.POST, "/demo/prefill", .person, body: DemoController.maximumFormSize, demo.startPrefill),
+                Route(
+                    .POST, "/demo/prefill/challenge", .person, body: DemoController.maximumFormSize,
+                    demo.prefillChallenge),
+                Route(
+                    .POST, "/demo/prefill/complete", .person, body: DemoController.maximumConfirmFormSize,
+                    demo.prefillComplete),
                 Route(.GET, "/sandbox/phone", .person, demo.phone),
                 Route(.POST, "/demo/resend", .person, body: DemoController.maximumFormSize, demo.resend),
                 Route(.POST, "/demo/change-number", .person, body: DemoController.maximumFormSize, demo.changeNumber),
