@@ -225,6 +225,34 @@ struct PrefillSessionTests {
             #expect(try await relay.request(.DELETE, "/sandbox/faults/challenge").status == 204)
             #expect(try await Self.prefill(relay, created.sessionId).prefill?.next == ["v3-challenge": "/v3/challenge"])
             #expect(try await Self.step(relay, created.sessionId, "challenge").status == 200)
+
+            // complete: the same; the confirmed person can be sent again once Prove answers.
+            let person = #"{"individual":{"firstName":"Marcia","lastName":"Longo"}}"#
+            #expect(try await relay.request(.PUT, "/sandbox/faults/complete", body: "status=400").status == 204)
+            #expect(try await Self.step(relay, created.sessionId, "complete", person).status == 502)
+            #expect(try await relay.request(.DELETE, "/sandbox/faults/complete").status == 204)
+            #expect(try await Self.step(relay, created.sessionId, "complete", person).status == 200)
+        }
+    }
+
+    @Test("Prove's refusal of the start leaves no session; of the validate, the result failed with why")
+    func startAndValidateFaults() async throws {
+        try await TestRelay.run { relay in
+            #expect(try await relay.request(.PUT, "/sandbox/faults/start", body: "status=400").status == 204)
+            let refused = try await relay.api(
+                .POST, "/v1/sessions", body: #"{"phoneNumber":"2001001693","flow":"prefill"}"#)
+            #expect(refused.status == 502)
+            #expect(try await relay.request(.DELETE, "/sandbox/faults/start").status == 204)
+            let outbox = try await relay.request(.GET, "/sandbox/outbox?phoneNumber=\(Self.marcia)").body
+            #expect(!outbox.contains("\"link\""), "no SMS went")
+
+            let created = try await Self.create(relay)
+            #expect(try await relay.request(.PUT, "/sandbox/faults/validate", body: "status=400").status == 204)
+            _ = try await relay.tap(phone: Self.marcia)
+            #expect(try await relay.pollUntilDone(created).last?.outcome == "failed")
+            let failed = try await relay.api(.GET, "/v1/sessions/\(created.sessionId)").body
+            #expect(failed.contains("Prove rejected validate with 400"))
+            #expect(try await Self.step(relay, created.sessionId, "challenge").status == 409)
         }
     }
 }
