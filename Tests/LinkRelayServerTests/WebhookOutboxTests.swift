@@ -165,4 +165,28 @@ struct WebhookOutboxTests {
         #expect(claimed.count == all.count)
         #expect(Set(claimed) == all)
     }
+
+    /// SQLite's claims read without writing: a read whose snapshot predates an outcome's commit must not
+    /// take that message again, and a read after it takes what is due.
+    @Test("A claim whose read began before an outcome was stored does not take that message again")
+    func staleReadAfterSettling() {
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let message = WebhookMessage(type: "session.tapped", sessionId: "ses_1", createdAt: t0, payload: [])
+        var leases = WebhookLeases()
+        let (read, _) = leases.beginClaim(now: t0)
+        #expect(leases.take([message], readAfter: read, until: t0 + 60, limit: 10).map(\.id) == [message.id])
+        #expect(leases.take([message], readAfter: read, until: t0 + 60, limit: 10).isEmpty, "leased")
+
+        // A retry is stored while the next claim's read runs: that read may predate it.
+        let (stale, skipped) = leases.beginClaim(now: t0 + 1)
+        #expect(skipped == 1)
+        leases.settle([message.id])
+        #expect(leases.take([message], readAfter: stale, until: t0 + 61, limit: 10).isEmpty)
+        // A read that began after the commit sees the stored state: a message due again is taken.
+        let (fresh, _) = leases.beginClaim(now: t0 + 5)
+        #expect(leases.take([message], readAfter: fresh, until: t0 + 65, limit: 10).map(\.id) == [message.id])
+        // A lease that ran out (its outcome never stored) frees the message.
+        let (late, _) = leases.beginClaim(now: t0 + 66)
+        #expect(leases.take([message], readAfter: late, until: t0 + 126, limit: 10).count == 1)
+    }
 }

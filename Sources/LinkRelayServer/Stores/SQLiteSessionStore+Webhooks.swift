@@ -19,41 +19,23 @@ extension SQLiteSessionStore {
             ])
     }
 
-    /// Reads the due messages, then takes those not leased in a turn of the writer, which sees every
-    /// write before it: a message whose outcome was just stored is not taken again. Leases live in memory
-    /// (this process is the file's only writer), so a claim writes nothing; after a restart every pending
-    /// message is free again.
+    /// Reads the due messages and takes those not leased, with no write at all: a claim must not hold up
+    /// the taps' writes. A read that began before an outcome's commit may still see the message due, so
+    /// what was settled since the read began is skipped too (`WebhookLeases`). Leases live in memory
+    /// (this process is the file's only writer); after a restart every pending message is free again.
     ///
     /// `INDEXED BY`: left to itself, SQLite read every pending message through the index by state and
     /// sorted them for each claim (19 ms at 200,000 pending, and a drain of 35 messages a second after a
     /// 10-minute outage); the index of due times gives the first `limit` at once.
     func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
-        let leased = webhookLeases.withLock { leases in
-            leases = leases.filter { $0.value > now }
-            return leases.count
-        }
+        let (generation, skipped) = webhookLeases.withLock { $0.beginClaim(now: now) }
         let due = try await webhooks(
             "INDEXED BY webhook_messages_due WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
-            [.integer(now.millis), .integer(limit + leased)])
-        guard !due.isEmpty else { return [] }
-        return try await write(onCallersThread: false) { [webhookLeases] connection in
-            var taken: [WebhookMessage] = []
-            for message in due where taken.count < limit {
-                guard webhookLeases.withLock({ $0[message.id] == nil }),
-                    try connection.step(
-                        "SELECT 1 FROM webhook_messages WHERE id = ? AND state = 'pending' AND next_attempt_at <= ?",
-                        [.text(message.id), .integer(now.millis)])
-                else { continue }
-                taken.append(message)
-            }
-            webhookLeases.withLock { leases in
-                for message in taken { leases[message.id] = leaseUntil }
-            }
-            return taken
-        }
+            [.integer(now.millis), .integer(limit + skipped)])
+        return webhookLeases.withLock { $0.take(due, readAfter: generation, until: leaseUntil, limit: limit) }
     }
 
-    /// Stores the outcomes in one write, and ends their leases in it: a claim after it sees the outcomes.
+    /// Stores the outcomes in one write, then ends their leases: a claim after it sees the outcomes.
     /// The values are made before: the write holds up every other.
     func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
         guard !messages.isEmpty else { return }
@@ -63,15 +45,13 @@ extension SQLiteSessionStore {
                 .utf8(WebhookMessage.storedAttempts(message.attempts)), .text(message.id),
             ]
         }
-        try await write(onCallersThread: false) { [webhookLeases] connection in
+        try await write(onCallersThread: false) { connection in
             for row in rows {
                 _ = try connection.step(
                     "UPDATE webhook_messages SET state = ?, next_attempt_at = ?, attempts = ? WHERE id = ?", row)
             }
-            webhookLeases.withLock { leases in
-                for message in messages { leases[message.id] = nil }
-            }
         }
+        webhookLeases.withLock { $0.settle(messages.map(\.id)) }
     }
 
     func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
@@ -139,4 +119,44 @@ extension WebhookMessage {
 extension Date {
     var millis: Int { Int((timeIntervalSince1970 * 1000).rounded()) }
     init(millis: Int) { self.init(timeIntervalSince1970: TimeInterval(millis) / 1000) }
+}
+
+/// The SQLite outbox's claims, in memory. A claim reads through a reader, whose snapshot may predate
+/// an outcome's commit: each settling gets a generation, and a claim skips what was settled after its
+/// read began (it is due again, if at all, at the next claim). The sender claims one batch at a time.
+struct WebhookLeases {
+    /// Claimed messages, until when.
+    private var leases: [String: Date] = [:]
+    /// Messages whose outcome was stored, by the generation of that commit.
+    private var settled: [String: Int] = [:]
+    private var generation = 0
+
+    /// Before the read: its generation, and how many due messages it may find that are not for taking.
+    mutating func beginClaim(now: Date) -> (generation: Int, skipped: Int) {
+        leases = leases.filter { $0.value > now }
+        return (generation, leases.count + settled.count)
+    }
+
+    /// After the read: leases the first `limit` of `due` that are neither leased nor settled since.
+    mutating func take(_ due: [WebhookMessage], readAfter generation: Int, until: Date, limit: Int)
+        -> [WebhookMessage]
+    {
+        // What was settled before the read began is in the read's snapshot.
+        settled = settled.filter { $0.value > generation }
+        var taken: [WebhookMessage] = []
+        for message in due where taken.count < limit && leases[message.id] == nil && settled[message.id] == nil {
+            leases[message.id] = until
+            taken.append(message)
+        }
+        return taken
+    }
+
+    /// After the outcomes' commit.
+    mutating func settle(_ ids: [String]) {
+        generation += 1
+        for id in ids {
+            leases[id] = nil
+            settled[id] = generation
+        }
+    }
 }

@@ -58,9 +58,9 @@ final class SQLiteSessionStore: SessionStore {
     private let cache = Locked(SQLiteSessionCache(liveCapacity: liveCapacity, endedCapacity: endedCapacity))
     private let decoder = JSONDecoder()
     private let health: StorageHealth
-    /// Claimed webhook messages, until when: kept here, not in the file, since this process is the
-    /// file's one writer (`SQLiteSessionStore+Webhooks`).
-    let webhookLeases = Locked<[String: Date]>([:])
+    /// Claimed webhook messages and the outcomes just stored: kept here, not in the file, since this
+    /// process is the file's one writer (`SQLiteSessionStore+Webhooks`).
+    let webhookLeases = Locked(WebhookLeases())
 
     private init(
         writer: SQLiteWriter, readers: [SQLiteConnection], checkpointer: SQLiteCheckpointer,
