@@ -149,6 +149,8 @@ struct ShutdownTests {
         let (first, port) = try await PersistenceTests.start(ready: "LinkRelay listening", environment: credentials) {
             relayArguments($0)
         }
+        // A test that throws before its SIGTERM below leaves no relay running.
+        defer { if first.process.isRunning { first.stop() } }
         let base = "http://127.0.0.1:\(port)"
         let created = try await TestRelay.fetch(
             .POST, base + "/v1/sessions",
