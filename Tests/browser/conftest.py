@@ -11,9 +11,15 @@ A test asks for what it needs by name:
   context        a fresh browser context with the defaults, for the test
   page           a page in that context
   screenshot     screenshot(page, "name") writes .build/screenshots/name.png
+  firefox_browser  the headless firefox-esr, driven over WebDriver BiDi (one for the whole run); skips
+                 its tests where firefox-esr is missing, except in CI
+  firefox        a tab of it in a user context of its own (firefox.Tab), closed after the test, which
+                 fails if Firefox reported an error of a page of the tab (an uncaught exception, an
+                 unhandled rejection, a CSP violation); `screenshot(firefox, "name")` works
 See docs/browser-client.md.
 """
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -31,9 +37,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from firefox import Firefox
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = pathlib.Path(os.environ.get("LINKRELAY_BINARY", ROOT / ".build/debug/linkrelay")).resolve()
 CHROMIUM = os.environ.get("LINKRELAY_CHROMIUM", "/usr/bin/chromium")
+FIREFOX = os.environ.get("LINKRELAY_FIREFOX", "/usr/bin/firefox-esr")
 SCREENSHOTS = ROOT / ".build/screenshots"
 # The sandbox test user whose desktop flow waits for a tap (API.md, "Embedded Prove sandbox").
 WAITING_USER = "2001004014"
@@ -363,6 +372,35 @@ def context(new_context):
 @pytest.fixture
 def page(context):
     return context.new_page()
+
+
+@pytest.fixture(scope="session")
+def firefox_browser(tmp_path_factory):
+    missing = [what for what, there in [
+        (f"{FIREFOX} (apt-get install firefox-esr)", os.access(FIREFOX, os.X_OK)),
+        ("the websockets package (pip install websockets)", importlib.util.find_spec("websockets") is not None),
+    ] if not there]
+    if missing:
+        # CI installs both: there a missing one is a failure, not a quiet skip.
+        message = "Firefox tests need " + " and ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    firefox = Firefox(FIREFOX, tmp_path_factory.mktemp("firefox"), DEADLINE)
+    try:
+        firefox.start()
+        yield firefox
+    finally:
+        firefox.quit()
+
+
+@pytest.fixture
+def firefox(firefox_browser):
+    """A Firefox tab of the test's own; the test fails if Firefox reported an error of one of its pages."""
+    tab = firefox_browser.new_tab()
+    yield tab
+    errors = firefox_browser.close_tab(tab)
+    assert errors == [], f"errors in the pages: {errors}; console errors: {tab.console_errors()}"
 
 
 @pytest.fixture
