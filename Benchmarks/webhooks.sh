@@ -21,6 +21,7 @@
 # The issue's outage is 10 minutes: --down 600 (about 1.2 million messages at 1,000 taps a second).
 # Raw results stay in the printed directory. The relays' SQLite files go there too, or to STORE_DIR
 # (a tmpfs such as /dev/shm tells the disk's share apart). RELAY_FLAGS adds `serve` flags.
+# RECEIVER_NICE (e.g. 19) runs the receiver at a lower priority: its share of the two cores apart.
 # Needs pip install aiohttp uvloop standardwebhooks.
 set -euo pipefail
 N=15000
@@ -274,7 +275,7 @@ sessions() {  # name seconds
         --sessions-file "$out/$1.ids" 2>>"$out/sessions.err" | tail -1 >"$out/$1.json" || true
 }
 
-python3 "$root/Benchmarks/webhook-receiver.py" --port "$hooks" --control-port "$control" --secret "$secret" \
+nice -n "${RECEIVER_NICE:-0}" python3 "$root/Benchmarks/webhook-receiver.py" --port "$hooks" --control-port "$control" --secret "$secret" \
     >"$out/receiver.json" 2>"$out/receiver.err" &
 receiver_pid=$!
 until receiver GET stats >/dev/null 2>&1; do
