@@ -189,4 +189,32 @@ struct WebhookOutboxTests {
         let (late, _) = leases.beginClaim(now: t0 + 66)
         #expect(leases.take([message], readAfter: late, until: t0 + 126, limit: 10).count == 1)
     }
+
+    /// SQLite: the event's write appends its message to `webhook_queue` only; the first read of the
+    /// outbox moves it, with its indexes, into `webhook_messages`, and so does a restart's.
+    @Test("SQLite: a new message waits in the queue, and the outbox's first read moves it, after a restart too")
+    func sqliteQueue() async throws {
+        let directory = try SQLiteStoreTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("relay.sqlite").path
+        func count(_ store: SQLiteSessionStore, _ table: String) async throws -> Int {
+            Int(try await store.read("SELECT count(*) AS n FROM \(table)").first?.column("n")?.integer ?? -1)
+        }
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        var store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        _ = try await store.webhookBacklog()  // the start's move, of nothing
+        let first = try await WebhookFixtures.enqueue(store, at: t0)
+        #expect(try await count(store, "webhook_queue") == 1)
+        #expect(try await count(store, "webhook_messages") == 0)
+        #expect(try await store.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 10).map(\.id) == [first.id])
+        #expect(try await count(store, "webhook_queue") == 0)
+        let second = try await WebhookFixtures.enqueue(store, at: t0 + 1)
+        try await store.close()
+
+        store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        #expect(try await count(store, "webhook_queue") == 1)
+        #expect(try await store.webhookBacklog() == WebhookBacklog(pending: 2, oldestPending: t0))
+        #expect(try await store.webhookMessages(state: .pending, limit: 10).map(\.id) == [second.id, first.id])
+        try await store.close()
+    }
 }

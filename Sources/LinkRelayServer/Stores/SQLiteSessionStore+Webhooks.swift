@@ -2,21 +2,42 @@ import Foundation
 import LinkRelayCore
 import SQLiteNIO
 
-/// The webhook outbox in the sessions' file: messages are inserted by the write that records their event
-/// (`update`), and every change goes through the one writer. The sender's writes are not run on its
-/// thread, which yields to the taps' (`WebhookSender`).
+/// The webhook outbox in the sessions' file: messages are appended to `webhook_queue` by the write that
+/// records their event (`update`), and moved into `webhook_messages`, with its indexes, by the sender's
+/// own writes, which every read of the outbox makes first (`moveQueued`). Every change goes through the
+/// one writer. The sender's writes are not run on its thread, which yields to the taps' (`WebhookSender`).
 extension SQLiteSessionStore {
+    /// A new message, in the event's write: pending, due at once, no attempt yet.
     static func insert(_ message: WebhookMessage, _ connection: SQLiteWriter.Connection) throws {
         _ = try connection.step(
-            """
-            INSERT INTO webhook_messages (id, session_id, type, created_at, state, next_attempt_at, attempts, payload)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """,
+            "INSERT INTO webhook_queue (id, session_id, type, created_at, payload) VALUES (?, ?, ?, ?, ?)",
             [
                 .text(message.id), .text(message.sessionId), .text(message.type), .integer(message.createdAt.millis),
-                .text(message.state.rawValue), .integer(message.nextAttemptAt.millis),
-                .utf8(WebhookMessage.storedAttempts(message.attempts)), .utf8(message.payload),
+                .utf8(message.payload),
             ])
+    }
+
+    /// Moves what the taps queued into `webhook_messages`, in one write, when anything may be queued.
+    func moveQueued() async throws {
+        guard
+            webhooksQueued.withLock({ queued in
+                defer { queued = false }
+                return queued
+            })
+        else { return }
+        do {
+            try await write(onCallersThread: false) { connection in
+                _ = try connection.step(
+                    """
+                    INSERT INTO webhook_messages (id, session_id, type, created_at, state, next_attempt_at, attempts, payload)
+                    SELECT id, session_id, type, created_at, 'pending', created_at, '[]', payload FROM webhook_queue ORDER BY seq
+                    """)
+                _ = try connection.step("DELETE FROM webhook_queue")
+            }
+        } catch {
+            webhooksQueued.withLock { $0 = true }
+            throw error
+        }
     }
 
     /// Reads the due messages and takes those not leased, with no write at all: a claim must not hold up
@@ -28,6 +49,7 @@ extension SQLiteSessionStore {
     /// sorted them for each claim (19 ms at 200,000 pending, and a drain of 35 messages a second after a
     /// 10-minute outage); the index of due times gives the first `limit` at once.
     func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
+        try await moveQueued()
         let (generation, skipped) = webhookLeases.withLock { $0.beginClaim(now: now) }
         let due = try await webhooks(
             "INDEXED BY webhook_messages_due WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
@@ -55,6 +77,7 @@ extension SQLiteSessionStore {
     }
 
     func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+        try await moveQueued()
         guard let state else {
             return try await webhooks("ORDER BY created_at DESC, id DESC LIMIT ?", [.integer(limit)])
         }
@@ -63,6 +86,7 @@ extension SQLiteSessionStore {
     }
 
     func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
+        try await moveQueued()
         try await write { connection in
             _ = try connection.step(
                 "UPDATE webhook_messages SET state = 'pending', next_attempt_at = ? WHERE id = ?",
@@ -72,6 +96,7 @@ extension SQLiteSessionStore {
     }
 
     func webhookBacklog() async throws -> WebhookBacklog {
+        try await moveQueued()
         let row = try await read(
             "SELECT count(*) AS n, min(created_at) AS oldest FROM webhook_messages WHERE state = 'pending'"
         ).first
