@@ -40,8 +40,8 @@ extension SQLiteSessionStore {
         }
     }
 
-    /// Reads the due messages and takes those not leased, with no write at all: a claim must not hold up
-    /// the taps' writes. A read that began before an outcome's commit may still see the message due, so
+    /// Moves the queued messages in (when there are any), then reads the due messages and takes those
+    /// not leased, with no write of its own: a claim must not hold up the taps' writes. A read that began before an outcome's commit may still see the message due, so
     /// what was settled since the read began is skipped too (`WebhookLeases`). Leases live in memory
     /// (this process is the file's only writer); after a restart every pending message is free again.
     ///
