@@ -84,16 +84,10 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
 
     /// Decodes and validates a request body: every invalid field is named, not just the first.
     public static func validate(_ data: Data, maximumHold: Int) -> Result<CreateSessionRequest, Rejection> {
-        guard data.count <= maximumBodySize else { return .failure(.tooLarge) }
         let object: [String: JSONValue]
-        do {
-            object = try JSONDecoder().decode([String: JSONValue].self, from: data)
-        } catch {
-            return .failure(.malformed("The body must be a JSON object."))
-        }
-        let unknown = object.keys.filter { !knownFields.contains($0) }.sorted()
-        guard unknown.isEmpty else {
-            return .failure(.malformed("Unknown field(s): " + unknown.joined(separator: ", ") + "."))
+        switch jsonObject(data, knownFields: knownFields) {
+        case .success(let read): object = read
+        case .failure(let rejection): return .failure(rejection)
         }
 
         var errors: [FieldError] = []
@@ -173,11 +167,11 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
         }
         request.dob = string("dob", maxLength: 10)
         if let dob = request.dob, dob.count <= 10, !PrefillIndividual.isValidDob(dob) {
-            errors.append(.init(field: "dob", message: "must be YYYY-MM-DD, YYYY-MM or MM-DD"))
+            errors.append(.init(field: "dob", message: PrefillIndividual.dobRule))
         }
         request.ssn = string("ssn", maxLength: 9)
         if let ssn = request.ssn, ssn.count <= 9, !PrefillIndividual.isValidSSN(ssn) {
-            errors.append(.init(field: "ssn", message: "must be 9 digits, or the last 4"))
+            errors.append(.init(field: "ssn", message: PrefillIndividual.ssnRule))
         }
         if request.flow == .prefill {
             for field in unifyOnlyFields where object[field] != nil && object[field] != .null {
@@ -193,6 +187,20 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
         }
         guard errors.isEmpty else { return .failure(.invalid(errors)) }
         return .success(request)
+    }
+
+    /// A body of at most ``maximumBodySize`` bytes that is a JSON object of `knownFields` only: 413
+    /// over the size, 400 otherwise (the detail names the unknown fields). Every API body is read so.
+    static func jsonObject(_ data: Data, knownFields: Set<String>) -> Result<[String: JSONValue], Rejection> {
+        guard data.count <= maximumBodySize else { return .failure(.tooLarge) }
+        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: data) else {
+            return .failure(.malformed("The body must be a JSON object."))
+        }
+        let unknown = object.keys.filter { !knownFields.contains($0) }.sorted()
+        guard unknown.isEmpty else {
+            return .failure(.malformed("Unknown field(s): " + unknown.joined(separator: ", ") + "."))
+        }
+        return .success(object)
     }
 
     /// A canonical form, to tell a repeated request from a different one under the same Idempotency-Key.

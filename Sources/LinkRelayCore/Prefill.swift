@@ -91,6 +91,10 @@ public struct PrefillIndividual: Codable, Sendable, Equatable {
         self.addresses = addresses
     }
 
+    /// What an invalid `dob` and `ssn` are told, wherever they come.
+    static let dobRule = "must be YYYY-MM-DD, YYYY-MM or MM-DD"
+    static let ssnRule = "must be 9 digits, or the last 4"
+
     /// Prove's three forms of a date of birth: `YYYY-MM-DD`, `YYYY-MM` or `MM-DD`, with real months and days.
     public static func isValidDob(_ text: String) -> Bool {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false).map(String.init)

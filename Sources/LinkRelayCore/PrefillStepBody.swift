@@ -18,7 +18,7 @@ public enum PrefillStepBody {
 
     public static func challenge(_ data: Data) -> Result<Challenge, Rejection> {
         guard !data.isEmpty else { return .success(Challenge()) }
-        return object(data, fields: ["dob", "ssn"]).flatMap { object in
+        return CreateSessionRequest.jsonObject(data, knownFields: ["dob", "ssn"]).flatMap { object in
             var fields = Fields(object)
             let challenge = Challenge(dob: fields.dob("dob"), ssn: fields.ssn("ssn"))
             return fields.errors.isEmpty ? .success(challenge) : .failure(.invalid(fields.errors))
@@ -28,7 +28,7 @@ public enum PrefillStepBody {
     /// `{"individual":{…}}`: the person as the customer confirmed it. Names are required; Prove takes only
     /// the first address and the first email, and the relay up to 3 of each, as Prove answers them.
     public static func complete(_ data: Data) -> Result<PrefillIndividual, Rejection> {
-        object(data, fields: ["individual"]).flatMap { object in
+        CreateSessionRequest.jsonObject(data, knownFields: ["individual"]).flatMap { object in
             guard case .object(let person)? = object["individual"] else {
                 return .failure(.invalid([.init(field: "individual", message: "is required, as an object")]))
             }
@@ -63,18 +63,6 @@ public enum PrefillStepBody {
             }
             return fields.errors.isEmpty ? .success(individual) : .failure(.invalid(fields.errors))
         }
-    }
-
-    private static func object(_ data: Data, fields: Set<String>) -> Result<[String: JSONValue], Rejection> {
-        guard data.count <= CreateSessionRequest.maximumBodySize else { return .failure(.tooLarge) }
-        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: data) else {
-            return .failure(.malformed("The body must be a JSON object."))
-        }
-        let unknown = object.keys.filter { !fields.contains($0) }.sorted()
-        guard unknown.isEmpty else {
-            return .failure(.malformed("Unknown field(s): " + unknown.joined(separator: ", ") + "."))
-        }
-        return .success(object)
     }
 
     /// Unknown fields inside the body are invalid fields (422), named with their path.
@@ -118,21 +106,22 @@ public enum PrefillStepBody {
         }
 
         mutating func dob(_ name: String) -> String? {
-            guard let dob = text(name, maxLength: 10) else { return nil }
-            guard PrefillIndividual.isValidDob(dob) else {
-                errors.append(.init(field: prefix + name, message: "must be YYYY-MM-DD, YYYY-MM or MM-DD"))
-                return nil
-            }
-            return dob
+            checked(name, maxLength: 10, PrefillIndividual.isValidDob, PrefillIndividual.dobRule)
         }
 
         mutating func ssn(_ name: String) -> String? {
-            guard let ssn = text(name, maxLength: 9) else { return nil }
-            guard PrefillIndividual.isValidSSN(ssn) else {
-                errors.append(.init(field: prefix + name, message: "must be 9 digits, or the last 4"))
+            checked(name, maxLength: 9, PrefillIndividual.isValidSSN, PrefillIndividual.ssnRule)
+        }
+
+        private mutating func checked(_ name: String, maxLength: Int, _ isValid: (String) -> Bool, _ rule: String)
+            -> String?
+        {
+            guard let text = text(name, maxLength: maxLength) else { return nil }
+            guard isValid(text) else {
+                errors.append(.init(field: prefix + name, message: rule))
                 return nil
             }
-            return ssn
+            return text
         }
 
         /// An array of up to 3 items, each read by `item` with its path (`addresses[0]`).

@@ -36,9 +36,8 @@ final class SessionsController: Sendable {
                 status: .unsupportedMediaType, title: "Unsupported Media Type",
                 detail: "Send the body as application/json.")
         }
-        guard let body = request.body else { throw CreateSessionRequest.Rejection.tooLarge }
         let input = try CreateSessionRequest.validate(
-            Data(body.readableBytesView), maximumHold: RelayConfiguration.maximumHold
+            try Self.jsonBody(request), maximumHold: RelayConfiguration.maximumHold
         ).get()
         let key = request.headers.first(name: "Idempotency-Key")
         if let key, key.isEmpty || key.count > 255 {
@@ -152,7 +151,7 @@ final class SessionsController: Sendable {
     func challenge(_ request: RelayRequest) throws -> Reply {
         try authorize(request)
         let id = String(request.parameters[0])
-        let input = try PrefillStepBody.challenge(try Self.stepBody(request)).get()
+        let input = try PrefillStepBody.challenge(try Self.jsonBody(request)).get()
         return .later { [service] in
             let answer = try await service.challenge(sessionID: id, input)
             return .json(
@@ -166,14 +165,15 @@ final class SessionsController: Sendable {
     func complete(_ request: RelayRequest) throws -> Reply {
         try authorize(request)
         let id = String(request.parameters[0])
-        let individual = try PrefillStepBody.complete(try Self.stepBody(request)).get()
+        let individual = try PrefillStepBody.complete(try Self.jsonBody(request)).get()
         return .later { [service] in
             let answer = try await service.complete(sessionID: id, individual)
             return .json(PrefillStepView(success: answer.success, next: answer.next))
         }
     }
 
-    private static func stepBody(_ request: RelayRequest) throws -> Data {
+    /// The body as read; none means it was over the route's limit (413).
+    private static func jsonBody(_ request: RelayRequest) throws -> Data {
         guard let body = request.body else { throw CreateSessionRequest.Rejection.tooLarge }
         return Data(body.readableBytesView)
     }
