@@ -29,7 +29,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +37,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from firefox import Firefox
+from firefox import wait_until as poll
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = pathlib.Path(os.environ.get("LINKRELAY_BINARY", ROOT / ".build/debug/linkrelay")).resolve()
@@ -55,14 +55,7 @@ expect.set_options(timeout=DEADLINE * 1000)
 
 def wait_until(condition, what, deadline=DEADLINE):
     """Polls `condition` until it returns something true, or fails the test after `deadline` seconds."""
-    end = time.monotonic() + deadline
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    return poll(condition, what, deadline)
 
 
 def http(method, url, body=None, headers=None):

@@ -29,6 +29,19 @@ import subprocess
 import threading
 import time
 
+
+def wait_until(condition, what, deadline):
+    """Polls `condition` until it returns something true, or fails the test after `deadline` seconds."""
+    end = time.monotonic() + deadline
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
 # Firefox's preferences in the throwaway profile. The proxy is a port where nothing listens, with
 # loopback exempt: whatever Firefox would fetch by itself (updates, telemetry, remote settings, safe
 # browsing) never leaves the machine, while the relays and the integrator's server on 127.0.0.x are
@@ -126,14 +139,7 @@ class Firefox:
         return None
 
     def _until(self, condition, what):
-        end = time.monotonic() + self.deadline
-        while True:
-            value = condition()
-            if value:
-                return value
-            if time.monotonic() > end:
-                raise AssertionError(f"timed out waiting for {what}")
-            time.sleep(0.05)
+        return wait_until(condition, what, self.deadline)
 
     def _read(self):
         """The socket's one reader: answers go to the command that waits for them, events are kept."""
