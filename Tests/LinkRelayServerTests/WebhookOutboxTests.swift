@@ -190,9 +190,10 @@ struct WebhookOutboxTests {
         #expect(leases.take([message], readAfter: late, until: t0 + 126, limit: 10).count == 1)
     }
 
-    /// SQLite: the event's write appends its message to `webhook_queue` only; the first read of the
-    /// outbox moves it, with its indexes, into `webhook_messages`, and so does a restart's.
-    @Test("SQLite: a new message waits in the queue, and the outbox's first read moves it, after a restart too")
+    /// SQLite: the event's write appends its message to `webhook_queue` only; its first outcome moves it,
+    /// with its indexes, into `webhook_messages`. Until then the outbox reads it from the queue, after a
+    /// restart too, and a retry gives it its row.
+    @Test("SQLite: a new message waits in the queue until its first outcome, and is read from there meanwhile")
     func sqliteQueue() async throws {
         let directory = try SQLiteStoreTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -202,19 +203,32 @@ struct WebhookOutboxTests {
         }
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
         var store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
-        _ = try await store.webhookBacklog()  // the start's move, of nothing
-        let first = try await WebhookFixtures.enqueue(store, at: t0)
+        var first = try await WebhookFixtures.enqueue(store, at: t0)
         #expect(try await count(store, "webhook_queue") == 1)
         #expect(try await count(store, "webhook_messages") == 0)
         #expect(try await store.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 10).map(\.id) == [first.id])
+        #expect(try await count(store, "webhook_messages") == 0, "a claim writes nothing")
+        first.attempts = [.init(at: t0, status: 500, error: "answered 500", durationMs: 1)]
+        first.nextAttemptAt = t0 + 5
+        try await store.recordWebhookAttempts([first])
         #expect(try await count(store, "webhook_queue") == 0)
+        #expect(try await count(store, "webhook_messages") == 1)
         let second = try await WebhookFixtures.enqueue(store, at: t0 + 1)
+        let third = try await WebhookFixtures.enqueue(store, at: t0 + 2)
         try await store.close()
 
         store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
+        #expect(try await store.webhookBacklog() == WebhookBacklog(pending: 3, oldestPending: t0))
+        #expect(
+            try await store.webhookMessages(state: .pending, limit: 10).map(\.id) == [third.id, second.id, first.id])
+        #expect(try await store.webhookMessages(state: .delivered, limit: 10).isEmpty)
+        // Oldest due first, across both tables: the queued ones came due when they were written.
+        #expect(
+            try await store.claimWebhooks(dueBy: t0 + 5, leaseUntil: t0 + 65, limit: 2).map(\.id) == [
+                second.id, third.id,
+            ])
+        #expect(try await store.retryWebhook(id: third.id, now: t0 + 6)?.nextAttemptAt == t0 + 6)
         #expect(try await count(store, "webhook_queue") == 1)
-        #expect(try await store.webhookBacklog() == WebhookBacklog(pending: 2, oldestPending: t0))
-        #expect(try await store.webhookMessages(state: .pending, limit: 10).map(\.id) == [second.id, first.id])
         try await store.close()
     }
 }

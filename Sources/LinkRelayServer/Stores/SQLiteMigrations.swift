@@ -38,8 +38,9 @@ enum SQLiteMigrations {
             "CREATE INDEX webhook_messages_due ON webhook_messages (next_attempt_at) WHERE state = 'pending'",
             "CREATE INDEX webhook_messages_by_state ON webhook_messages (state, created_at)",
         ],
-        // New messages wait here, appended, until the sender moves them into `webhook_messages`: a tap's
-        // commit then dirties one page for its messages, not a row and three indexes (Benchmarks/HISTORY.md).
+        // New messages wait here, appended, until their first attempt's outcome moves them into
+        // `webhook_messages`: a tap's commit then dirties one page for its messages, not a row and three
+        // indexes (Benchmarks/HISTORY.md).
         [
             """
             CREATE TABLE webhook_queue (

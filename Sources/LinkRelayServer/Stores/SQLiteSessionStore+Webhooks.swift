@@ -2,10 +2,12 @@ import Foundation
 import LinkRelayCore
 import SQLiteNIO
 
-/// The webhook outbox in the sessions' file: messages are appended to `webhook_queue` by the write that
-/// records their event (`update`), and moved into `webhook_messages`, with its indexes, by the sender's
-/// own writes, which every read of the outbox makes first (`moveQueued`). Every change goes through the
-/// one writer. The sender's writes are not run on its thread, which yields to the taps' (`WebhookSender`).
+/// The webhook outbox in the sessions' file. The write that records an event appends its messages to
+/// `webhook_queue` (no index: one page for the tap's commit); the outcome of a message's first attempt
+/// moves it into `webhook_messages`, with its indexes, in the sender's write of outcomes; later
+/// outcomes update that row. Claims, the listing and the backlog read both tables, the queue first: a
+/// message moved between the two reads is read twice, never missed. Every change goes through the one
+/// writer; the sender's writes are not run on its thread, which yields to the taps' (`WebhookSender`).
 extension SQLiteSessionStore {
     /// A new message, in the event's write: pending, due at once, no attempt yet.
     static func insert(_ message: WebhookMessage, _ connection: SQLiteWriter.Connection) throws {
@@ -17,77 +19,91 @@ extension SQLiteSessionStore {
             ])
     }
 
-    /// Moves what the taps queued into `webhook_messages`, in one write, when anything may be queued.
-    func moveQueued() async throws {
-        guard
-            webhooksQueued.withLock({ queued in
-                defer { queued = false }
-                return queued
-            })
-        else { return }
-        do {
-            try await write(onCallersThread: false) { connection in
-                _ = try connection.step(
-                    """
-                    INSERT INTO webhook_messages (id, session_id, type, created_at, state, next_attempt_at, attempts, payload)
-                    SELECT id, session_id, type, created_at, 'pending', created_at, '[]', payload FROM webhook_queue ORDER BY seq
-                    """)
-                _ = try connection.step("DELETE FROM webhook_queue")
-            }
-        } catch {
-            webhooksQueued.withLock { $0 = true }
-            throw error
-        }
-    }
-
-    /// Moves the queued messages in (when there are any), then reads the due messages and takes those
-    /// not leased, with no write of its own: a claim must not hold up the taps' writes. A read that began before an outcome's commit may still see the message due, so
-    /// what was settled since the read began is skipped too (`WebhookLeases`). Leases live in memory
-    /// (this process is the file's only writer); after a restart every pending message is free again.
+    /// Reads the due messages, queued ones first, and takes those not leased, with no write: a claim must
+    /// not hold up the taps' writes. A read that began before an outcome's commit may still see the
+    /// message due, so what was settled since the claim began is skipped too (`WebhookLeases`). Leases
+    /// live in memory (this process is the file's only writer); after a restart every pending message is
+    /// free again.
     ///
     /// `INDEXED BY`: left to itself, SQLite read every pending message through the index by state and
     /// sorted them for each claim (19 ms at 200,000 pending, and a drain of 35 messages a second after a
     /// 10-minute outage); the index of due times gives the first `limit` at once.
     func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
-        try await moveQueued()
         let (generation, skipped) = webhookLeases.withLock { $0.beginClaim(now: now) }
-        let due = try await webhooks(
+        let queued = try await queuedWebhooks("ORDER BY seq LIMIT ?", [.integer(limit + skipped)])
+        let retries = try await webhooks(
             "INDEXED BY webhook_messages_due WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
             [.integer(now.millis), .integer(limit + skipped)])
-        return webhookLeases.withLock { $0.take(due, readAfter: generation, until: leaseUntil, limit: limit) }
+        let due = (queued.map(\.message) + retries).sorted { $0.nextAttemptAt < $1.nextAttemptAt }
+        return webhookLeases.withLock {
+            $0.take(
+                due, queueRows: Dictionary(queued.map { ($0.message.id, $0.seq) }) { first, _ in first },
+                readAfter: generation, until: leaseUntil, limit: limit)
+        }
     }
 
     /// Stores the outcomes in one write, then ends their leases: a claim after it sees the outcomes.
-    /// The values are made before: the write holds up every other.
+    /// A first attempt's message leaves the queue for its row; a later one's row is updated. The
+    /// values are made before: the write holds up every other.
     func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
         guard !messages.isEmpty else { return }
-        let rows: [[SQLiteWriter.Value]] = messages.map { message in
-            [
-                .text(message.state.rawValue), .integer(message.nextAttemptAt.millis),
-                .utf8(WebhookMessage.storedAttempts(message.attempts)), .text(message.id),
-            ]
+        let rows: [(values: [SQLiteWriter.Value], queueRow: Int?)] = webhookLeases.withLock { leases in
+            messages.map { message in
+                (
+                    [
+                        .text(message.id), .text(message.sessionId), .text(message.type),
+                        .integer(message.createdAt.millis), .text(message.state.rawValue),
+                        .integer(message.nextAttemptAt.millis), .utf8(WebhookMessage.storedAttempts(message.attempts)),
+                        .utf8(message.payload),
+                    ],
+                    leases.queueRow(of: message.id)
+                )
+            }
         }
         try await write(onCallersThread: false) { connection in
             for row in rows {
-                _ = try connection.step(
-                    "UPDATE webhook_messages SET state = ?, next_attempt_at = ?, attempts = ? WHERE id = ?", row)
+                _ = try connection.step(Self.storeOutcomeSQL, row.values)
+                if let seq = row.queueRow {
+                    _ = try connection.step("DELETE FROM webhook_queue WHERE seq = ?", [.integer(seq)])
+                }
             }
         }
         webhookLeases.withLock { $0.settle(messages.map(\.id)) }
     }
 
+    private static let storeOutcomeSQL = """
+        INSERT INTO webhook_messages (id, session_id, type, created_at, state, next_attempt_at, attempts, payload)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (id) DO UPDATE SET
+            state = excluded.state, next_attempt_at = excluded.next_attempt_at, attempts = excluded.attempts
+        """
+
     func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
-        try await moveQueued()
-        guard let state else {
-            return try await webhooks("ORDER BY created_at DESC, id DESC LIMIT ?", [.integer(limit)])
-        }
-        return try await webhooks(
-            "WHERE state = ? ORDER BY created_at DESC, id DESC LIMIT ?", [.text(state.rawValue), .integer(limit)])
+        let queued =
+            state == nil || state == .pending
+            ? try await queuedWebhooks("ORDER BY seq DESC LIMIT ?", [.integer(limit)]).map(\.message) : []
+        let stored =
+            if let state {
+                try await webhooks(
+                    "WHERE state = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+                    [.text(state.rawValue), .integer(limit)])
+            } else {
+                try await webhooks("ORDER BY created_at DESC, id DESC LIMIT ?", [.integer(limit)])
+            }
+        let storedIDs = Set(stored.map(\.id))
+        let all = stored + queued.filter { !storedIDs.contains($0.id) }
+        return Array(all.sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }.prefix(limit))
     }
 
+    /// A queued message gets its row, due now, like any other.
     func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
-        try await moveQueued()
         try await write { connection in
+            _ = try connection.step(
+                """
+                INSERT OR IGNORE INTO webhook_messages (id, session_id, type, created_at, state, next_attempt_at, attempts, payload)
+                SELECT id, session_id, type, created_at, 'pending', created_at, '[]', payload FROM webhook_queue WHERE id = ?
+                """, [.text(id)])
+            _ = try connection.step("DELETE FROM webhook_queue WHERE id = ?", [.text(id)])
             _ = try connection.step(
                 "UPDATE webhook_messages SET state = 'pending', next_attempt_at = ? WHERE id = ?",
                 [.integer(now.millis), .text(id)])
@@ -96,12 +112,14 @@ extension SQLiteSessionStore {
     }
 
     func webhookBacklog() async throws -> WebhookBacklog {
-        try await moveQueued()
-        let row = try await read(
+        let queued = try await read("SELECT count(*) AS n, min(created_at) AS oldest FROM webhook_queue").first
+        let stored = try await read(
             "SELECT count(*) AS n, min(created_at) AS oldest FROM webhook_messages WHERE state = 'pending'"
         ).first
-        let oldest = row?.column("oldest")?.integer.map { Date(millis: Int($0)) }
-        return WebhookBacklog(pending: Int(row?.column("n")?.integer ?? 0), oldestPending: oldest)
+        let oldest = [queued, stored].compactMap { $0?.column("oldest")?.integer }.min()
+        return WebhookBacklog(
+            pending: [queued, stored].reduce(0) { $0 + Int($1?.column("n")?.integer ?? 0) },
+            oldestPending: oldest.map { Date(millis: Int($0)) })
     }
 
     func pruneWebhooks(createdBefore date: Date) async throws {
@@ -126,6 +144,22 @@ extension SQLiteSessionStore {
                 nextAttemptAt: Date(millis: Int(row.column("next_attempt_at")?.integer ?? 0)),
                 attempts: WebhookMessage.attempts(stored: Array((row.column("attempts")?.string ?? "[]").utf8)))
         }
+    }
+    /// Queued messages, each with its row in the queue: pending, due since created, no attempt yet.
+    private func queuedWebhooks(_ clause: String, _ binds: [SQLiteData]) async throws
+        -> [(message: WebhookMessage, seq: Int)]
+    {
+        try await read("SELECT seq, id, session_id, type, created_at, payload FROM webhook_queue " + clause, binds)
+            .map { row in
+                (
+                    WebhookMessage(
+                        id: row.column("id")?.string ?? "", type: row.column("type")?.string ?? "",
+                        sessionId: row.column("session_id")?.string ?? "",
+                        createdAt: Date(millis: Int(row.column("created_at")?.integer ?? 0)),
+                        payload: Array((row.column("payload")?.string ?? "").utf8)),
+                    Int(row.column("seq")?.integer ?? 0)
+                )
+            }
     }
 }
 
@@ -152,6 +186,8 @@ extension Date {
 struct WebhookLeases {
     /// Claimed messages, until when.
     private var leases: [String: Date] = [:]
+    /// The `webhook_queue` rows of claimed messages not yet settled, which the outcome's write deletes.
+    private var queueRows: [String: Int] = [:]
     /// Messages whose outcome was stored, by the generation of that commit.
     private var settled: [String: Int] = [:]
     private var generation = 0
@@ -163,24 +199,31 @@ struct WebhookLeases {
     }
 
     /// After the read: leases the first `limit` of `due` that are neither leased nor settled since.
-    mutating func take(_ due: [WebhookMessage], readAfter generation: Int, until: Date, limit: Int)
-        -> [WebhookMessage]
-    {
+    /// `queueRows`: the queue's row of each message read from the queue.
+    mutating func take(
+        _ due: [WebhookMessage], queueRows read: [String: Int] = [:], readAfter generation: Int, until: Date,
+        limit: Int
+    ) -> [WebhookMessage] {
         // What was settled before the read began is in the read's snapshot.
         settled = settled.filter { $0.value > generation }
         var taken: [WebhookMessage] = []
         for message in due where taken.count < limit && leases[message.id] == nil && settled[message.id] == nil {
             leases[message.id] = until
+            if let row = read[message.id] { queueRows[message.id] = row }
             taken.append(message)
         }
         return taken
     }
+
+    /// The queue's row of a claimed message, if it was claimed from the queue.
+    func queueRow(of id: String) -> Int? { queueRows[id] }
 
     /// After the outcomes' commit.
     mutating func settle(_ ids: [String]) {
         generation += 1
         for id in ids {
             leases[id] = nil
+            queueRows[id] = nil
             settled[id] = generation
         }
     }

@@ -61,8 +61,6 @@ final class SQLiteSessionStore: SessionStore {
     /// Claimed webhook messages and the outcomes just stored: kept here, not in the file, since this
     /// process is the file's one writer (`SQLiteSessionStore+Webhooks`).
     let webhookLeases = Locked(WebhookLeases())
-    /// Messages may wait in `webhook_queue`; true at start, for those an earlier run left.
-    let webhooksQueued = Locked(true)
 
     private init(
         writer: SQLiteWriter, readers: [SQLiteConnection], checkpointer: SQLiteCheckpointer,
@@ -229,11 +227,10 @@ final class SQLiteSessionStore: SessionStore {
         return try await write(
             // Whether it changed the row, from SQLite's count: `RETURNING` makes SQLite open a temporary
             // table, with a page cache of its own, for every update.
-            { [webhooksQueued] connection in
+            { connection in
                 _ = try connection.step(Self.updateSQL, values)
                 guard connection.changes == 1 else { return false }
                 for message in messages { try Self.insert(message, connection) }
-                if !messages.isEmpty { webhooksQueued.withLock { $0 = true } }
                 return true
             },
             committed: { [cache] changed in
