@@ -101,7 +101,8 @@ public struct JSONObjectWriter {
         bytes.append(UInt8(ascii: ":"))
     }
 
-    /// A JSON string: quotes, backslashes and control characters escaped, everything else as UTF-8.
+    /// A JSON string: quotes, backslashes and control characters escaped as `JSONEncoder` escapes them,
+    /// everything else as UTF-8.
     static func append(string: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         defer { bytes.append(UInt8(ascii: "\"")) }
@@ -122,6 +123,8 @@ public struct JSONObjectWriter {
             case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
             case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
             case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+            case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
             case 0..<0x20:
                 let hex = Array("0123456789abcdef".utf8)
                 bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])

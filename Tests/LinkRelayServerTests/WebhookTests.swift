@@ -364,6 +364,18 @@ struct WebhookBodyTests {
             clientRequestId: "r", evaluation: ["authentication": .init(result: "fail", failureReasons: ["9100": "x"])])
         session.result?.binding = .init(success: true, phoneNumber: "2001004014", deviceId: "d", at: now)
         sessions.append(session)
+        // Every field of a result, and strings that need escapes.
+        session.result = SessionResult(
+            outcome: .failed, success: "false", phoneNumber: "2001004014", proveId: "p", deviceId: "d\\e",
+            clientHumanId: "h\u{1}", clientRequestId: "r\n\t\r\u{8}\u{c}\u{1f}",
+            evaluation: [
+                "risk": .init(result: "pass"),
+                "authentication": .init(result: "fail", failureReasons: ["9177": "b/c", "9100": "a \"q\""]),
+            ], reason: "upstream_error")
+        session.result?.binding = .init(
+            success: false, phoneNumber: "2001004014", evaluation: ["authentication": .init(result: "pass")],
+            at: now.addingTimeInterval(0.0005))
+        sessions.append(session)
         session.prefill = PrefillProgress(next: ["v3-challenge": "/v3/challenge"], challengeMissing: true)
         sessions.append(session)
         for session in sessions {

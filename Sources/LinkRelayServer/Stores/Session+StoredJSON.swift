@@ -2,7 +2,7 @@ import Foundation
 import LinkRelayCore
 import LinkRelaySupport
 
-// Hand-written JSON for the store and the channels (see `JSONObjectWriter`). The `Codable` forms stay
+// Hand-written JSON for the store, the channels and webhooks (see `JSONObjectWriter`). The `Codable` forms stay
 // the reference: tests check that both decode to the same values.
 
 extension Session {
@@ -39,15 +39,41 @@ extension Session {
 }
 
 extension SessionResult {
-    static func storedJSON(_ evaluation: [String: Evaluation]) -> [UInt8] {
+    /// Keys sorted, which both forms take.
+    static func evaluationJSON(_ evaluation: [String: Evaluation]) -> [UInt8] {
         var object = JSONObjectWriter()
         for (name, value) in evaluation.sorted(by: { $0.key < $1.key }) {
             var entry = JSONObjectWriter(capacity: 64)
-            entry.add("result", value.result)
             entry.add("failureReasons", value.failureReasons)
+            entry.add("result", value.result)
             object.add(name, object: entry.finish())
         }
         return object.finish()
+    }
+
+    /// The API's form, as `RelayJSON` writes it: keys sorted, dates in ISO 8601. A webhook body carries
+    /// it, made on the event loop that verified the session.
+    var apiJSON: [UInt8] {
+        var json = JSONObjectWriter(capacity: 512)
+        if let binding {
+            var object = JSONObjectWriter(capacity: 256)
+            object.add("at", iso8601: binding.at)
+            object.add("deviceId", binding.deviceId)
+            if let evaluation = binding.evaluation { object.add("evaluation", object: Self.evaluationJSON(evaluation)) }
+            object.add("phoneNumber", binding.phoneNumber)
+            object.add("success", binding.success)
+            json.add("binding", object: object.finish())
+        }
+        json.add("clientHumanId", clientHumanId)
+        json.add("clientRequestId", clientRequestId)
+        json.add("deviceId", deviceId)
+        if let evaluation { json.add("evaluation", object: Self.evaluationJSON(evaluation)) }
+        json.add("outcome", outcome.rawValue)
+        json.add("phoneNumber", phoneNumber)
+        json.add("proveId", proveId)
+        json.add("reason", reason)
+        json.add("success", success)
+        return json.finish()
     }
 
     var storedJSON: [UInt8] {
@@ -59,14 +85,14 @@ extension SessionResult {
         json.add("deviceId", deviceId)
         json.add("clientHumanId", clientHumanId)
         json.add("clientRequestId", clientRequestId)
-        if let evaluation { json.add("evaluation", object: Self.storedJSON(evaluation)) }
+        if let evaluation { json.add("evaluation", object: Self.evaluationJSON(evaluation)) }
         json.add("reason", reason)
         if let binding {
             var object = JSONObjectWriter(capacity: 256)
             object.add("success", binding.success)
             object.add("phoneNumber", binding.phoneNumber)
             object.add("deviceId", binding.deviceId)
-            if let evaluation = binding.evaluation { object.add("evaluation", object: Self.storedJSON(evaluation)) }
+            if let evaluation = binding.evaluation { object.add("evaluation", object: Self.evaluationJSON(evaluation)) }
             object.add("at", secondsSinceReferenceDate: binding.at)
             json.add("binding", object: object.finish())
         }

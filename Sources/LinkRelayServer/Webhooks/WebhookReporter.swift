@@ -20,7 +20,7 @@ struct WebhookReporter: Sendable {
 
     /// `{"data","timestamp","type"}` as `RelayJSON` writes it, `data` being `SessionView` without events
     /// (keys sorted, as there): written by hand, since it is made on the tap's event loop, where
-    /// `JSONEncoder` cost more than the rest of the message. Only a result goes through it.
+    /// `JSONEncoder` cost more than the rest of the message. Only Pre-Fill's progress goes through it.
     static func body(type: String, _ session: Session, at now: Date) -> [UInt8] {
         var data = JSONObjectWriter(capacity: 512)
         data.add("createdAt", iso8601: session.createdAt)
@@ -28,7 +28,7 @@ struct WebhookReporter: Sendable {
         data.add("flow", session.flow.rawValue)
         data.add("possessionType", session.possession.rawValue)
         data.add("prefill", object: session.prefill.map { Array(RelayJSON.encode($0)) })
-        data.add("result", object: session.result.map { Array(RelayJSON.encode($0)) })
+        data.add("result", object: session.result?.apiJSON)
         data.add("sessionId", session.id)
         data.add("state", session.state.rawValue)
         if let tappedAt = session.tappedAt { data.add("tappedAt", iso8601: tappedAt) }
