@@ -145,6 +145,7 @@ extension SQLiteSessionStore {
                 attempts: WebhookMessage.attempts(stored: Array((row.column("attempts")?.string ?? "[]").utf8)))
         }
     }
+
     /// Queued messages, each with its row in the queue: pending, due since created, no attempt yet.
     private func queuedWebhooks(_ clause: String, _ binds: [SQLiteData]) async throws
         -> [(message: WebhookMessage, seq: Int)]

@@ -2,8 +2,8 @@ import Foundation
 import LinkRelayCore
 import LinkRelaySupport
 
-// Hand-written JSON for the store, the channels and webhooks (see `JSONObjectWriter`). The `Codable` forms stay
-// the reference: tests check that both decode to the same values.
+// Hand-written JSON for the store, the channels and webhooks (see `JSONObjectWriter`). The `Codable`
+// forms stay the reference: tests check that both decode to the same values.
 
 extension Session {
     /// The stored form: `Codable`'s keys, dates as seconds since 2001.
