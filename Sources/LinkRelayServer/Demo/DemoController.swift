@@ -37,26 +37,20 @@ final class DemoController: Sendable {
     }
 
     /// `POST /demo` (form `phoneNumber=…`): creates a session as an integrator would and shows it waiting.
-    func start(_ request: RelayRequest) -> Reply {
-        let phoneNumber = Self.field("phoneNumber", in: Self.form(request)) ?? ""
-        return .later { [self] in
-            do {
-                return waitPage(try await create(["phoneNumber": phoneNumber]))
-            } catch {
-                let problem = try Self.problem(error)
-                return pages.page(
-                    "demo", ["phoneNumber": phoneNumber, "error": Self.message(problem)], status: problem.status)
-            }
-        }
-    }
+    func start(_ request: RelayRequest) -> Reply { begin(.unify, request) }
 
     /// `POST /demo/prefill` (form `phoneNumber`, optional `dob` or `ssn`): a Pre-Fill session, waiting as
     /// Unify's does.
-    func startPrefill(_ request: RelayRequest) -> Reply {
+    func startPrefill(_ request: RelayRequest) -> Reply { begin(.prefill, request) }
+
+    private func begin(_ flow: Flow, _ request: RelayRequest) -> Reply {
         let form = Self.form(request)
-        var fields = ["phoneNumber": Self.field("phoneNumber", in: form) ?? "", "flow": Flow.prefill.rawValue]
-        fields["dob"] = Self.field("dob", in: form)
-        fields["ssn"] = Self.field("ssn", in: form)
+        let phoneNumber = Self.field("phoneNumber", in: form) ?? ""
+        var fields = ["phoneNumber": phoneNumber]
+        if flow == .prefill {
+            fields.merge(Self.identity(in: form)) { $1 }
+            fields["flow"] = flow.rawValue
+        }
         return .later { [self, fields] in
             do {
                 return waitPage(try await create(fields))
@@ -65,7 +59,7 @@ final class DemoController: Sendable {
                 let problem = try Self.problem(error)
                 return pages.page(
                     "demo",
-                    ["prefill": true, "phoneNumber": fields["phoneNumber"] ?? "", "error": Self.message(problem)],
+                    ["prefill": flow == .prefill, "phoneNumber": phoneNumber, "error": Self.message(problem)],
                     status: problem.status)
             }
         }
@@ -77,10 +71,8 @@ final class DemoController: Sendable {
     /// the wait page again, so the form also works without a script.
     func prefillChallenge(_ request: RelayRequest) -> Reply {
         let form = Self.form(request)
-        var fields: [String: String] = [:]
-        fields["dob"] = Self.field("dob", in: form)
-        fields["ssn"] = Self.field("ssn", in: form)
-        return .later { [self, fields] in
+        let fields = Self.identity(in: form)
+        return .later { [self] in
             guard let session = try await prefillSession(form) else { return unknownSession() }
             guard session.state == .verified, let progress = session.prefill else {
                 return session.state.isTerminal ? notVerified(session) : waitPage(session)
@@ -224,6 +216,11 @@ final class DemoController: Sendable {
     /// The request's form (`application/x-www-form-urlencoded`); one over the route's limit reads as empty.
     private static func form(_ request: RelayRequest) -> Substring {
         request.body.map { String(buffer: $0)[...] } ?? ""
+    }
+
+    /// The `dob` and `ssn` a form gives, as the API's fields.
+    private static func identity(in form: Substring) -> [String: String] {
+        ["dob": field("dob", in: form), "ssn": field("ssn", in: form)].compactMapValues { $0 }
     }
 
     /// A form field without surrounding spaces; nil when absent or empty.
