@@ -101,7 +101,7 @@ extension SQLiteSessionStore {
             _ = try connection.step(
                 """
                 INSERT OR IGNORE INTO webhook_messages (id, session_id, type, created_at, state, next_attempt_at, attempts, payload)
-                SELECT id, session_id, type, created_at, 'pending', created_at, '[]', payload FROM webhook_queue WHERE id = ?
+                SELECT \(Self.queuedColumns) FROM webhook_queue WHERE id = ?
                 """, [.text(id)])
             _ = try connection.step("DELETE FROM webhook_queue WHERE id = ?", [.text(id)])
             _ = try connection.step(
@@ -134,33 +134,31 @@ extension SQLiteSessionStore {
         try await read(
             "SELECT id, session_id, type, created_at, state, next_attempt_at, attempts, payload FROM webhook_messages "
                 + clause, binds
-        ).map { row in
-            try WebhookMessage(
-                id: row.column("id")?.string ?? "", type: row.column("type")?.string ?? "",
-                sessionId: row.column("session_id")?.string ?? "",
-                createdAt: Date(millis: Int(row.column("created_at")?.integer ?? 0)),
-                payload: Array((row.column("payload")?.string ?? "").utf8),
-                state: WebhookMessage.State(rawValue: row.column("state")?.string ?? "") ?? .failed,
-                nextAttemptAt: Date(millis: Int(row.column("next_attempt_at")?.integer ?? 0)),
-                attempts: WebhookMessage.attempts(stored: Array((row.column("attempts")?.string ?? "[]").utf8)))
-        }
+        ).map(Self.message)
     }
 
-    /// Queued messages, each with its row in the queue: pending, due since created, no attempt yet.
+    /// A queued message as a row of `webhook_messages` has it: pending, due since created, no attempt yet.
+    private static let queuedColumns =
+        "id, session_id, type, created_at, 'pending' AS state, created_at AS next_attempt_at, '[]' AS attempts, payload"
+
+    /// Queued messages, each with its row in the queue.
     private func queuedWebhooks(_ clause: String, _ binds: [SQLiteData]) async throws
         -> [(message: WebhookMessage, seq: Int)]
     {
-        try await read("SELECT seq, id, session_id, type, created_at, payload FROM webhook_queue " + clause, binds)
-            .map { row in
-                (
-                    WebhookMessage(
-                        id: row.column("id")?.string ?? "", type: row.column("type")?.string ?? "",
-                        sessionId: row.column("session_id")?.string ?? "",
-                        createdAt: Date(millis: Int(row.column("created_at")?.integer ?? 0)),
-                        payload: Array((row.column("payload")?.string ?? "").utf8)),
-                    Int(row.column("seq")?.integer ?? 0)
-                )
-            }
+        try await read("SELECT seq, \(Self.queuedColumns) FROM webhook_queue " + clause, binds).map { row in
+            (try Self.message(row), Int(row.column("seq")?.integer ?? 0))
+        }
+    }
+
+    private static func message(_ row: SQLiteRow) throws -> WebhookMessage {
+        try WebhookMessage(
+            id: row.column("id")?.string ?? "", type: row.column("type")?.string ?? "",
+            sessionId: row.column("session_id")?.string ?? "",
+            createdAt: Date(millis: Int(row.column("created_at")?.integer ?? 0)),
+            payload: Array((row.column("payload")?.string ?? "").utf8),
+            state: WebhookMessage.State(rawValue: row.column("state")?.string ?? "") ?? .failed,
+            nextAttemptAt: Date(millis: Int(row.column("next_attempt_at")?.integer ?? 0)),
+            attempts: WebhookMessage.attempts(stored: Array((row.column("attempts")?.string ?? "[]").utf8)))
     }
 }
 
@@ -172,7 +170,8 @@ extension WebhookMessage {
     }
 
     static func attempts(stored: [UInt8]) throws -> [Attempt] {
-        try JSONDecoder().decode([Attempt].self, from: Data(stored))
+        guard !stored.elementsEqual("[]".utf8) else { return [] }  // every message not yet tried
+        return try JSONDecoder().decode([Attempt].self, from: Data(stored))
     }
 }
 
