@@ -39,8 +39,7 @@ extension Session {
 }
 
 extension SessionResult {
-    /// Keys sorted, which both forms take.
-    static func evaluationJSON(_ evaluation: [String: Evaluation]) -> [UInt8] {
+    private static func evaluationJSON(_ evaluation: [String: Evaluation]) -> [UInt8] {
         var object = JSONObjectWriter()
         for (name, value) in evaluation.sorted(by: { $0.key < $1.key }) {
             var entry = JSONObjectWriter(capacity: 64)
@@ -51,51 +50,38 @@ extension SessionResult {
         return object.finish()
     }
 
-    /// The API's form, as `RelayJSON` writes it: keys sorted, dates in ISO 8601. A webhook body carries
-    /// it, made on the event loop that verified the session.
-    var apiJSON: [UInt8] {
-        var json = JSONObjectWriter(capacity: 512)
-        if let binding {
-            var object = JSONObjectWriter(capacity: 256)
-            object.add("at", iso8601: binding.at)
-            object.add("deviceId", binding.deviceId)
-            if let evaluation = binding.evaluation { object.add("evaluation", object: Self.evaluationJSON(evaluation)) }
-            object.add("phoneNumber", binding.phoneNumber)
-            object.add("success", binding.success)
-            json.add("binding", object: object.finish())
-        }
-        json.add("clientHumanId", clientHumanId)
-        json.add("clientRequestId", clientRequestId)
-        json.add("deviceId", deviceId)
-        if let evaluation { json.add("evaluation", object: Self.evaluationJSON(evaluation)) }
-        json.add("outcome", outcome.rawValue)
-        json.add("phoneNumber", phoneNumber)
-        json.add("proveId", proveId)
-        json.add("reason", reason)
-        json.add("success", success)
-        return json.finish()
-    }
+    /// The stored form: dates as seconds since 2001, as `Codable` writes them.
+    var storedJSON: [UInt8] { json(isoDates: false) }
 
-    var storedJSON: [UInt8] {
+    /// The API's form, as `RelayJSON` writes it: dates in ISO 8601. A webhook body carries it, made on
+    /// the event loop that verified the session.
+    var apiJSON: [UInt8] { json(isoDates: true) }
+
+    /// Keys sorted, as the API's form needs them; the stored form takes them so too.
+    private func json(isoDates: Bool) -> [UInt8] {
         var json = JSONObjectWriter(capacity: 512)
-        json.add("outcome", outcome.rawValue)
-        json.add("success", success)
-        json.add("phoneNumber", phoneNumber)
-        json.add("proveId", proveId)
-        json.add("deviceId", deviceId)
-        json.add("clientHumanId", clientHumanId)
-        json.add("clientRequestId", clientRequestId)
-        if let evaluation { json.add("evaluation", object: Self.evaluationJSON(evaluation)) }
-        json.add("reason", reason)
         if let binding {
             var object = JSONObjectWriter(capacity: 256)
-            object.add("success", binding.success)
-            object.add("phoneNumber", binding.phoneNumber)
+            if isoDates {
+                object.add("at", iso8601: binding.at)
+            } else {
+                object.add("at", secondsSinceReferenceDate: binding.at)
+            }
             object.add("deviceId", binding.deviceId)
             if let evaluation = binding.evaluation { object.add("evaluation", object: Self.evaluationJSON(evaluation)) }
-            object.add("at", secondsSinceReferenceDate: binding.at)
+            object.add("phoneNumber", binding.phoneNumber)
+            object.add("success", binding.success)
             json.add("binding", object: object.finish())
         }
+        json.add("clientHumanId", clientHumanId)
+        json.add("clientRequestId", clientRequestId)
+        json.add("deviceId", deviceId)
+        if let evaluation { json.add("evaluation", object: Self.evaluationJSON(evaluation)) }
+        json.add("outcome", outcome.rawValue)
+        json.add("phoneNumber", phoneNumber)
+        json.add("proveId", proveId)
+        json.add("reason", reason)
+        json.add("success", success)
         return json.finish()
     }
 }
