@@ -33,6 +33,9 @@ struct HandWrittenJSONTests {
                 "authentication": .init(result: "fail", failureReasons: ["9100": "Phone possession incomplete."]),
             ],
             reason: "why")
+        ended.result?.binding = .init(
+            success: true, phoneNumber: "2001004014", deviceId: "d",
+            evaluation: ["authentication": .init(result: "pass")], at: now.addingTimeInterval(2.5))
         ended.record(.result(.failed), at: now.addingTimeInterval(1e-6))
         var prefill = ended
         prefill.prefill = PrefillProgress(
