@@ -36,8 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from firefox import Firefox
-from firefox import wait_until as poll
+from firefox import Firefox, wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = pathlib.Path(os.environ.get("LINKRELAY_BINARY", ROOT / ".build/debug/linkrelay")).resolve()
@@ -51,11 +50,6 @@ DEADLINE = 30
 
 # Playwright's expect() polls its condition until this deadline.
 expect.set_options(timeout=DEADLINE * 1000)
-
-
-def wait_until(condition, what, deadline=DEADLINE):
-    """Polls `condition` until it returns something true, or fails the test after `deadline` seconds."""
-    return poll(condition, what, deadline)
 
 
 def http(method, url, body=None, headers=None):
@@ -135,7 +129,7 @@ class Process:
                 raise RuntimeError(f"{self.arguments[0]} exited with {self.child.returncode}:\n{self.log()}")
             return None
 
-        return wait_until(started, f"'{ready}' in {self.log_path}")
+        return wait_until(started, f"'{ready}' in {self.log_path}", DEADLINE)
 
     def stop(self):
         """SIGTERM, as a service manager stops it; waits for the exit (kills it after the deadline)."""
