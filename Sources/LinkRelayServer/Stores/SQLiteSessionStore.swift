@@ -34,6 +34,9 @@ import VaporCSQLite
 /// file. A mapped file that stops being writable (a disk remounted read-only, an immutable file)
 /// stops the process with SIGBUS at the next write to it; with the index in memory, such a disk makes
 /// writes fail, which the store reports as `StoreError.unavailable` (503) until one goes through again.
+///
+/// The file is checked before it is opened (`SQLiteFile`), and made with mode 0600 when the relay
+/// creates it.
 final class SQLiteSessionStore: SessionStore {
     /// The VFS every connection uses (see above).
     static let vfs = "unix-excl"
@@ -100,13 +103,20 @@ final class SQLiteSessionStore: SessionStore {
             "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
             "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)",
         ]
+        // A new file only where none exists, made private (0600) before SQLite opens it; an existing
+        // one is looked at before any pragma can change it, and refused if the relay must not trust it.
+        do {
+            if try !SQLiteFile.createPrivate(path) {
+                try await SQLiteFile.checkBeforeOpening(path, logger: logger)
+            }
+        } catch {
+            throw ConfigurationError("--store \(error.description)")
+        }
         let writer: SQLiteWriter
         do {
             writer = try await SQLiteWriter.open(path: path, pragmas: pragmas)
         } catch let failure as SQLiteWriter.Failure where failure.code & 0xFF == SQLITE_BUSY {
-            throw ConfigurationError(
-                "--store sqlite:\(path): another process has this file open (one relay per SQLite file; "
-                    + "instances that share sessions use PostgreSQL)")
+            throw ConfigurationError("--store \(SQLiteFile.Problem(path: path, kind: .held))")
         }
         let checkpointThread = NIOThreadPool(numberOfThreads: 1)
         checkpointThread.start()

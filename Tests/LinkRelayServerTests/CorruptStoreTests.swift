@@ -1,0 +1,207 @@
+import Foundation
+import LinkRelayCore
+import LinkRelaySupport
+import LinkRelayTestSupport
+import Logging
+import SQLiteNIO
+import Testing
+
+@testable import LinkRelayServer
+
+/// Real SQLite files, made through the store and then damaged as a disk or a careless copy damages
+/// them: a page of a table overwritten with garbage, a file cut to 0 bytes, a text file in its place.
+enum StoreFiles {
+    /// A new empty directory's path; the caller removes it.
+    static func directory() throws -> String { try SQLiteStoreTests.temporaryDirectory().path }
+
+    /// A database made by the store at `path`, closed: `count` sessions, the first with a webhook
+    /// message still queued. Returns the sessions' ids.
+    @discardableResult
+    static func makeDatabase(at path: String, sessions count: Int = 3) async throws -> [String] {
+        let store = try await SQLiteSessionStore.open(path: path, logger: quietLogger(), checkpointInterval: nil)
+        var ids: [String] = []
+        var failure: (any Error)?
+        do {
+            ids.append(try await WebhookFixtures.enqueue(store, at: Date()).sessionId)
+            for index in 1..<count {
+                let session = SQLiteStoreTests.session(index)
+                try await store.insert(
+                    session, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))
+                ids.append(session.id)
+            }
+        } catch {
+            failure = error
+        }
+        try await store.close()
+        if let failure { throw failure }
+        return ids
+    }
+
+    /// The first page of `table` (its root) and the file's page size, read through the store's VFS.
+    static func rootPage(of table: String, in path: String) async throws -> (page: Int, size: Int) {
+        let connection = try await SQLiteConnection.open(storage: .file(path: SQLiteSessionStore.uri(path)))
+        let root = try? await connection.query("SELECT rootpage FROM sqlite_master WHERE name = ?", [.text(table)])
+        let size = try? await connection.query("PRAGMA page_size")
+        try await connection.close()
+        return (
+            try #require(root?.first?.column("rootpage")?.integer),
+            try #require(size?.first?.column("page_size")?.integer)
+        )
+    }
+
+    /// Overwrites one page of the file with garbage, as a bad sector or a stray write does.
+    static func overwrite(page: Int, size: Int, in path: String) throws {
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        defer { try? handle.close() }
+        try handle.seek(toOffset: UInt64((page - 1) * size))
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: size))
+    }
+
+    /// Overwrites the root page of `table`.
+    static func damage(_ table: String, in path: String) async throws {
+        let (page, size) = try await rootPage(of: table, in: path)
+        try overwrite(page: page, size: size, in: path)
+    }
+
+    static func bytes(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
+
+    static func mode(_ path: String) throws -> Int {
+        try #require(FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+    }
+
+    /// Makes a database at `path` with a table of another program's, or of a schema newer than this one.
+    static func makeForeign(at path: String) async throws {
+        let other = try await SQLiteConnection.open(storage: .file(path: path))
+        _ = try? await other.query("CREATE TABLE contacts (name TEXT)")
+        _ = try? await other.query("INSERT INTO contacts VALUES ('kept')")
+        try await other.close()
+    }
+
+    static func makeNewer(at path: String) async throws {
+        try await makeDatabase(at: path, sessions: 1)
+        let connection = try await SQLiteConnection.open(storage: .file(path: SQLiteSessionStore.uri(path)))
+        _ = try? await connection.query(
+            "INSERT INTO schema_version (version) VALUES (?)", [.integer(SQLiteMigrations.schemaVersion + 1)])
+        try await connection.close()
+    }
+}
+
+/// An existing file the relay must not trust stops the start with one line that names it, and is
+/// left exactly as it was; a new file is made only where none exists (API.md v1.2, "A store that
+/// knows it is broken").
+@Suite("Corrupt store: refused at start", .timeLimit(.minutes(2)))
+struct CorruptStoreStartTests {
+    enum Bad: String, CaseIterable, CustomTestStringConvertible {
+        case empty, text, sessionsPage, webhookQueuePage, foreign, newer
+
+        var testDescription: String { rawValue }
+
+        /// Words the refusal's line must hold, besides the file's path.
+        var expected: [String] {
+            switch self {
+            case .empty: ["empty", "backup"]
+            case .text: ["not a SQLite database", "backup"]
+            case .sessionsPage, .webhookQueuePage: ["corrupt", "backup"]
+            case .foreign: ["not LinkRelay's", "move the file away"]
+            case .newer: ["newer than this linkrelay knows", "backup"]
+            }
+        }
+
+        func make(at path: String) async throws {
+            switch self {
+            case .empty: #expect(FileManager.default.createFile(atPath: path, contents: Data()))
+            case .text:
+                #expect(FileManager.default.createFile(atPath: path, contents: Data("sessions, I promise\n".utf8)))
+            case .sessionsPage:
+                try await StoreFiles.makeDatabase(at: path)
+                try await StoreFiles.damage("sessions", in: path)
+            case .webhookQueuePage:
+                try await StoreFiles.makeDatabase(at: path)
+                try await StoreFiles.damage("webhook_queue", in: path)
+            case .foreign: try await StoreFiles.makeForeign(at: path)
+            case .newer: try await StoreFiles.makeNewer(at: path)
+            }
+        }
+    }
+
+    @Test(
+        "The store refuses the file with one line naming it, and leaves every byte as it was", arguments: Bad.allCases)
+    func storeRefuses(_ bad: Bad) async throws {
+        let directory = try StoreFiles.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/relay.sqlite"
+        try await bad.make(at: path)
+        let before = try #require(StoreFiles.bytes(path))
+
+        let logs = LogCapture()
+        var refusal: ConfigurationError?
+        do {
+            let store = try await SQLiteSessionStore.open(path: path, logger: logs.logger(), checkpointInterval: nil)
+            try await store.close()
+        } catch let error as ConfigurationError {
+            refusal = error
+        }
+        let line = try #require(refusal?.description, "the store opened the \(bad) file")
+        #expect(line.hasPrefix("--store sqlite:\(path): "))
+        #expect(!line.contains("\n"))
+        for word in bad.expected { #expect(line.contains(word), "\(line)") }
+        #expect(StoreFiles.bytes(path) == before, "the refused file is left byte for byte")
+        #expect(logs.all.isEmpty, "nothing but the one line")
+    }
+
+    @Test("linkrelay serve exits 2 with that one line on standard error", arguments: [Bad.empty, .sessionsPage])
+    func serveExitsTwo(_ bad: Bad) async throws {
+        let directory = try StoreFiles.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/relay.sqlite"
+        try await bad.make(at: path)
+        let before = try #require(StoreFiles.bytes(path))
+        let relay = try PersistenceTests.Child([
+            "serve", "--drain-delay", "0", "--port", "0", "--store", "sqlite:" + path, "--api-key", TestRelay.apiKey,
+        ])
+        var lines: [String] = []
+        for await line in relay.lines {
+            // A relay that starts on the file is the defect: stop it rather than wait for it.
+            if line.contains("LinkRelay listening") { relay.stop() }
+            lines.append(line)
+        }
+        #expect(await relay.exited() == 2)
+        #expect(lines.count == 1, "\(lines)")
+        #expect(lines.first?.hasPrefix("linkrelay: --store sqlite:\(path): ") == true)
+        #expect(StoreFiles.bytes(path) == before)
+    }
+
+    @Test("A new file is made only where none exists, mode 0600, and so is its WAL")
+    func newFileIsPrivate() async throws {
+        let directory = try StoreFiles.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/relay.sqlite"
+        let logs = LogCapture()
+        let store = try await SQLiteSessionStore.open(path: path, logger: logs.logger(), checkpointInterval: nil)
+        let session = SQLiteStoreTests.session(1)
+        // Nothing may throw before the store closes (SQLiteNIO stops a process whose connections are dropped).
+        let inserted =
+            (try? await store.insert(
+                session, event: SessionEvent(seq: 1, kind: .waiting(expiresAt: session.expiresAt), at: Date()))) != nil
+        let modes = (try? StoreFiles.mode(path), try? StoreFiles.mode(path + "-wal"))
+        try await store.close()
+        #expect(inserted)
+        #expect(modes.0 == 0o600)
+        #expect(modes.1 == 0o600, "SQLite gives the WAL the database file's mode")
+        #expect(!logs.all.contains { $0.contains("can be read by other users") })
+    }
+
+    @Test("An existing file that others can read is opened with a warning, and its mode left alone")
+    func sharedFileWarns() async throws {
+        let directory = try StoreFiles.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/relay.sqlite"
+        try await StoreFiles.makeDatabase(at: path, sessions: 1)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+        let logs = LogCapture()
+        let store = try await SQLiteSessionStore.open(path: path, logger: logs.logger(), checkpointInterval: nil)
+        try await store.close()
+        #expect(logs.all.filter { $0.hasPrefix("warning") && $0.contains("can be read by other users") }.count == 1)
+        #expect(try StoreFiles.mode(path) == 0o644)
+    }
+}
