@@ -205,3 +205,103 @@ struct CorruptStoreStartTests {
         #expect(try StoreFiles.mode(path) == 0o644)
     }
 }
+
+/// A file damaged under a running relay: the first statement that meets the damage marks the store
+/// corrupt until restart. `/readyz` says so, everything that needs the store answers 503, and the log
+/// holds one critical line however many requests follow.
+@Suite("Corrupt store: found at run time", .timeLimit(.minutes(2)))
+struct CorruptStoreRunTimeTests {
+    static let phone = #"{"phoneNumber":"2001004014"}"#
+
+    /// Damages `table` under the relay's store: the WAL emptied into the file first (so that reads of
+    /// the page go to the file), then the page overwritten, then every copy in memory dropped.
+    static func damage(_ table: String, under relay: TestRelay) async throws -> SQLiteSessionStore {
+        let store = try #require(relay.relay.store as? SQLiteSessionStore)
+        try await store.writer.alone { try $0.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        let root = try #require(
+            try await store.read("SELECT rootpage FROM sqlite_master WHERE name = ?", [.text(table)]).first?
+                .column("rootpage")?.integer)
+        let size = try #require(try await store.read("PRAGMA page_size").first?.column("page_size")?.integer)
+        try StoreFiles.overwrite(page: root, size: size, in: store.path)
+        store.dropCachedSessions()
+        await store.releaseMemory()  // SQLite's page caches
+        return store
+    }
+
+    static func criticalLines(_ relay: TestRelay) -> [String] { relay.logs.all.filter { $0.hasPrefix("critical") } }
+
+    @Test(
+        "A page of the sessions table overwritten: /readyz 503 store corrupt, creates and reads 503, one critical line")
+    func sessionsPage() async throws {
+        let directory = try StoreFiles.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await TestRelay.run(store: "sqlite:" + directory + "/relay.sqlite") { relay in
+            let first = try await relay.createSession()
+            let second = try await relay.createSession()
+            #expect(try await relay.request(.GET, "/readyz").status == 200)
+            let store = try await Self.damage("sessions", under: relay)
+
+            let read = try await relay.api(.GET, "/v1/sessions/\(first.sessionId)")
+            #expect(read.status == 503, "\(read.body)")
+            #expect(read.header("Content-Type") == "application/problem+json")
+            #expect(read.body.contains("Store corrupt"))
+            #expect(store.isCorrupt)
+
+            let readiness = try await relay.request(.GET, "/readyz")
+            #expect(readiness.status == 503)
+            #expect(readiness.body == "store corrupt\n")
+            #expect(try await relay.request(.GET, "/healthz").status == 200)
+
+            // Creates, reads (also of a session that was in memory), the phone's tap: all 503, and
+            // no later success clears it.
+            for _ in 0..<5 {
+                let created = try await relay.api(.POST, "/v1/sessions", body: Self.phone)
+                #expect(created.status == 503, "\(created.body)")
+                #expect(created.header("Content-Type") == "application/problem+json")
+                #expect(try await relay.api(.GET, "/v1/sessions/\(second.sessionId)").status == 503)
+                #expect(try await relay.request(.GET, "/readyz").body == "store corrupt\n")
+            }
+            let (landing, _) = try await relay.tap()
+            #expect(landing.status == 503, "the phone gets the friendly page")
+            #expect(landing.header("Content-Type")?.hasPrefix("text/html") == true)
+
+            #expect(Self.criticalLines(relay).count == 1, "\(Self.criticalLines(relay))")
+            #expect(Self.criticalLines(relay).first?.contains(store.path) == true, "the line names the file")
+            #expect(!relay.logs.all.contains { $0.contains("The store takes writes again") }, "no flapping")
+            #expect(!relay.logs.all.contains { $0.contains("The store cannot take writes") })
+        }
+    }
+
+    @Test("A page of the webhook queue overwritten: the cancel that meets it is 503, and so is everything after")
+    func webhookQueuePage() async throws {
+        let directory = try StoreFiles.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // A receiver that is not there: messages wait in the queue.
+        let flags = ["webhook-url": ["http://127.0.0.1:9/hook"], "webhook-secret": [WebhookFixtures.secret]]
+        try await TestRelay.run(store: "sqlite:" + directory + "/relay.sqlite", flags: flags) { relay in
+            let session = try await relay.createSession()
+            _ = try await Self.damage("webhook_queue", under: relay)
+
+            let cancel = try await relay.api(.POST, "/v1/sessions/\(session.sessionId)/cancel")
+            #expect(cancel.status == 503, "\(cancel.body)")
+            #expect(try await relay.request(.GET, "/readyz").body == "store corrupt\n")
+            #expect(try await relay.api(.POST, "/v1/sessions", body: Self.phone).status == 503)
+            #expect(try await relay.api(.GET, "/v1/sessions/\(session.sessionId)").status == 503)
+            #expect(Self.criticalLines(relay).count == 1, "\(Self.criticalLines(relay))")
+        }
+    }
+
+    @Test("Corrupt is for good: neither a success nor another failure clears it, and it is logged once")
+    func healthStaysCorrupt() {
+        let logs = LogCapture()
+        let health = StorageHealth(logger: logs.logger(), path: "/data/relay.sqlite")
+        health.failed(StoreError.unavailable)
+        #expect(health.corrupted(StoreError.corrupt))
+        #expect(!health.corrupted(StoreError.corrupt))
+        health.succeeded()
+        health.failed(StoreError.unavailable)
+        #expect(health.isCorrupt && health.isFailing)
+        #expect(logs.all.filter { $0.hasPrefix("critical") }.count == 1)
+        #expect(!logs.all.contains { $0.contains("takes writes again") })
+    }
+}
