@@ -9,7 +9,7 @@ import VaporCSQLite
 #endif
 
 /// The SQLite store's file itself, apart from the store's connections: what start-up checks before
-/// the relay trusts it, and files made private (0600).
+/// the relay trusts it, `linkrelay store check` and `store backup`, and files made private (0600).
 ///
 /// An empty file is a new database to SQLite, and a damaged one fails only at the statement that
 /// meets the damage. So the relay looks first: it makes a new file only where none exists, and
@@ -33,6 +33,8 @@ public enum SQLiteFile {
             case held
             /// The file cannot be opened or read for another reason (permissions, I/O).
             case unreadable(String)
+            /// A backup's file that is already there.
+            case exists
         }
 
         public let path: String
@@ -51,6 +53,7 @@ public enum SQLiteFile {
             case .held:
                 "another process has this file open (a running relay holds its file exclusively; one relay per SQLite file)"
             case .unreadable(let detail): "cannot read it: \(detail)"
+            case .exists: "the file already exists"
             }
         }
 
@@ -65,6 +68,7 @@ public enum SQLiteFile {
             case .held:
                 "stop that relay first, or send it SIGUSR1 to write a backup into its --backup-dir (instances that share sessions use PostgreSQL)"
             case .unreadable: "check its permissions and the disk"
+            case .exists: "name a new file (a backup never overwrites one)"
             }
         }
 
@@ -97,8 +101,8 @@ public enum SQLiteFile {
     }
 
     /// Creates `path` empty with mode 0600 when nothing is there, and returns true; false when
-    /// something already is. SQLite gives the WAL and journal the database file's mode, so making the
-    /// file first makes them private too.
+    /// something already is. SQLite gives the WAL and journal the database file's mode, and fills an
+    /// existing empty file in `VACUUM INTO`, so making the file first makes all of them private.
     static func createPrivate(_ path: String) throws(Problem) -> Bool {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         if descriptor >= 0 {
@@ -149,6 +153,58 @@ public enum SQLiteFile {
             try await checkSchema(connection, path)
         }
         warnIfShared(path, logger: logger)
+    }
+
+    /// `linkrelay store check`: the problems of the file at `path` (none when the relay would start on
+    /// it), by SQLite's full `PRAGMA integrity_check`. Throws `Problem` (`.missing`, `.held`,
+    /// `.unreadable`) when the file cannot be checked at all.
+    public static func check(_ path: String) async throws(Problem) -> [String] {
+        do {
+            try checkHeader(path)
+            try await withConnection(path) { connection in
+                let lines = try await connection.query("PRAGMA integrity_check").compactMap {
+                    $0.column("integrity_check")?.string
+                }
+                if lines != ["ok"] { throw Problem(path: path, kind: .corrupt(lines)) }
+                try await checkSchema(connection, path)
+            }
+            return []
+        } catch {
+            switch error.kind {
+            case .missing, .held, .unreadable, .exists: throw error
+            case .corrupt(let lines): return lines
+            default: return [error.reason]
+            }
+        }
+    }
+
+    /// `linkrelay store backup`: a consistent copy of the file at `path` (`VACUUM INTO`) in a new file
+    /// `output`, mode 0600; returns its size. A failed copy leaves no file behind.
+    public static func backup(_ path: String, to output: String) async throws(Problem) -> Int {
+        try checkHeader(path)
+        try await withConnection(path) { connection in
+            try await vacuum(connection, into: output)
+        }
+        return fileSize(output)
+    }
+
+    /// Copies the database `connection` reads into the new file `output` (mode 0600), as one read
+    /// transaction: in WAL mode no write waits for it. A failed copy is removed.
+    static func vacuum(_ connection: SQLiteConnection, into output: String) async throws {
+        guard try createPrivate(output) else {
+            throw Problem(path: output, kind: .exists)
+        }
+        do {
+            _ = try await connection.query("VACUUM INTO ?", [.text(output)])
+        } catch {
+            unlink(output)
+            throw error
+        }
+    }
+
+    static func fileSize(_ path: String) -> Int {
+        var status = stat()
+        return stat(path, &status) == 0 ? Int(status.st_size) : 0
     }
 
     /// A file whose tables are not LinkRelay's, or whose schema is newer than this binary's, is refused.
