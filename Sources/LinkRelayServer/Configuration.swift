@@ -79,6 +79,8 @@ public struct RelayConfiguration: Sendable {
     public var deepLinks = DeepLinks()
     /// Where session events are POSTed, signed (`--webhook-url`, `--webhook-secret`); nil: no webhooks.
     public var webhooks: WebhookSettings?
+    /// Where SIGUSR1 writes a backup of the SQLite store (`--backup-dir`); nil: SIGUSR1 writes none.
+    public var backupDirectory: String?
 
     /// The process's open-file limit minus 1,024 descriptors kept for everything else (the store,
     /// calls to Prove, the runtime's own). Without that room, a flood of connections took the last
@@ -110,6 +112,7 @@ public struct RelayConfiguration: Sendable {
             ("ios-app-id", "LINKRELAY_IOS_APP_IDS"), ("android-app", "LINKRELAY_ANDROID_APPS"),
             ("app-store-url", "LINKRELAY_APP_STORE_URL"), ("play-store-url", "LINKRELAY_PLAY_STORE_URL"),
             ("webhook-url", "LINKRELAY_WEBHOOK_URL"), ("webhook-secret", "LINKRELAY_WEBHOOK_SECRET"),
+            ("backup-dir", "LINKRELAY_BACKUP_DIR"),
         ] + Limits.settings.map { ($0.flag, $0.env) }
 
     /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
@@ -291,7 +294,31 @@ public struct RelayConfiguration: Sendable {
         }
         let origins = list("allowed-origin")
         config.allowedOrigins = origins.isEmpty ? [origin(of: config.publicURL)] : origins
+        if let directory = value("backup-dir") {
+            config.backupDirectory = try checkedBackupDirectory(directory, store: config.store)
+        }
         return config
+    }
+
+    /// `--backup-dir` is for the SQLite store (PostgreSQL has its own tools), and must be a directory the
+    /// relay can write into: found out at start, not at the first SIGUSR1.
+    private static func checkedBackupDirectory(_ directory: String, store: Store) throws(ConfigurationError)
+        -> String
+    {
+        guard case .sqlite = store else {
+            throw ConfigurationError(
+                "--backup-dir: only with --store sqlite:PATH (back PostgreSQL up with its own tools)")
+        }
+        var status = stat()
+        guard stat(directory, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+            throw ConfigurationError("--backup-dir: \"\(directory)\" is not a directory")
+        }
+        guard access(directory, W_OK | X_OK) == 0 else {
+            throw ConfigurationError("--backup-dir: \"\(directory)\" is not writable by this process")
+        }
+        var trimmed = directory
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed.removeLast() }
+        return trimmed
     }
 
     /// Whether `host` listens on loopback only: `localhost`, 127.0.0.0/8 or ::1.

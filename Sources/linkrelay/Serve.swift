@@ -95,6 +95,8 @@ struct Serve: AsyncParsableCommand {
     var webhookUrl: String?
     @Option(help: "whsec_ and a base64 key of 24 to 64 bytes: signs the webhooks (LINKRELAY_WEBHOOK_SECRET).")
     var webhookSecret: String?
+    @Option(help: "Directory where SIGUSR1 writes a backup of the SQLite store, newest 3 kept (LINKRELAY_BACKUP_DIR).")
+    var backupDir: String?
 
     func run() async throws {
         var flags: [String: [String]] = [
@@ -114,7 +116,7 @@ struct Serve: AsyncParsableCommand {
             ("body-timeout", bodyTimeout), ("drain-delay", drainDelay), ("sandbox-public", sandboxPublic),
             ("metrics-listen", metricsListen), ("app-store-url", appStoreUrl), ("play-store-url", playStoreUrl),
             ("limit-finish-per-session", limitFinishPerSession), ("webhook-url", webhookUrl),
-            ("webhook-secret", webhookSecret),
+            ("webhook-secret", webhookSecret), ("backup-dir", backupDir),
         ] {
             if let value { flags[name] = [value] }
         }

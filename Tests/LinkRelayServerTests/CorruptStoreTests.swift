@@ -204,6 +204,42 @@ struct CorruptStoreStartTests {
         #expect(logs.all.filter { $0.hasPrefix("warning") && $0.contains("can be read by other users") }.count == 1)
         #expect(try StoreFiles.mode(path) == 0o644)
     }
+
+    @Test(
+        "Restore: a backup of a good file, the file damaged and refused, the backup copied back: every session is there"
+    )
+    func restoreFromBackup() async throws {
+        let directory = try StoreFiles.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/relay.sqlite"
+        let backup = directory + "/backup.sqlite"
+        let ids = try await StoreFiles.makeDatabase(at: path)
+        // The running relay's way (SIGUSR1): a copy while the store is open.
+        let store = try await SQLiteSessionStore.open(path: path, logger: quietLogger(), checkpointInterval: nil)
+        let copied = (try? await store.backup(to: backup)) != nil
+        try await store.close()
+        #expect(copied)
+        #expect(try StoreFiles.mode(backup) == 0o600)
+
+        try await StoreFiles.damage("sessions", in: path)
+        do {
+            let opened = try await SQLiteSessionStore.open(path: path, logger: quietLogger(), checkpointInterval: nil)
+            try? await opened.close()
+            Issue.record("the damaged file was opened")
+        } catch {
+            #expect(error is ConfigurationError)
+        }
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.copyItem(atPath: backup, toPath: path)
+
+        let restored = try await SQLiteSessionStore.open(path: path, logger: quietLogger(), checkpointInterval: nil)
+        var found: [String?] = []
+        for id in ids { found.append((try? await restored.session(id: id))?.id) }
+        let queued = try? await restored.webhookMessages(state: .pending, limit: 10)
+        try await restored.close()
+        #expect(found == ids.map(Optional.some))
+        #expect(queued?.map(\.sessionId) == [ids[0]], "the queued webhook message came back too")
+    }
 }
 
 /// A file damaged under a running relay: the first statement that meets the damage marks the store

@@ -408,6 +408,22 @@ final class SQLiteSessionStore: SessionStore {
         }
     }
 
+    /// A consistent copy of the database in the new file `output` (mode 0600), by `VACUUM INTO` on a
+    /// connection of its own, on a thread of its own: one read transaction, which in WAL mode no write
+    /// waits for, and which holds up neither the readers nor the pool threads the writes use. A copy of
+    /// a damaged file is refused (`StoreError.corrupt`): it would be damaged too.
+    func backup(to output: String) async throws {
+        guard !health.isCorrupt else { throw StoreError.corrupt }
+        do {
+            try await SQLiteFile.onOwnConnection(path, busyTimeout: 5000) {
+                try await SQLiteFile.vacuum($0, into: output)
+            }
+        } catch  where SQLiteFile.isCorruption(error) {
+            health.corrupted(error)
+            throw StoreError.corrupt
+        }
+    }
+
     private func oneSession(_ sql: String, _ value: String) async throws -> Session? {
         guard let row = try await read(sql, [.text(value)]).first else { return nil }
         return try decode(Session.self, row)
