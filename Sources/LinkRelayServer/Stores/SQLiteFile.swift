@@ -35,6 +35,8 @@ public enum SQLiteFile {
             case unreadable(String)
             /// A backup's file that is already there.
             case exists
+            /// No file there, and none can be made (its directory missing or not writable).
+            case cannotCreate(String)
         }
 
         public let path: String
@@ -54,6 +56,7 @@ public enum SQLiteFile {
                 "another process has this file open (a running relay holds its file exclusively; one relay per SQLite file)"
             case .unreadable(let detail): "cannot read it: \(detail)"
             case .exists: "the file already exists"
+            case .cannotCreate(let detail): "cannot create it: \(detail)"
             }
         }
 
@@ -69,6 +72,7 @@ public enum SQLiteFile {
                 "stop that relay first, or send it SIGUSR1 to write a backup into its --backup-dir (instances that share sessions use PostgreSQL)"
             case .unreadable: "check its permissions and the disk"
             case .exists: "name a new file (a backup never overwrites one)"
+            case .cannotCreate: "check that its directory exists and that this user may write there"
             }
         }
 
@@ -110,7 +114,7 @@ public enum SQLiteFile {
             return true
         }
         if errno == EEXIST { return false }
-        throw Problem(path: path, kind: .unreadable("cannot create it: \(String(cString: strerror(errno)))"))
+        throw Problem(path: path, kind: .cannotCreate(String(cString: strerror(errno))))
     }
 
     /// What can be told without SQLite: the file is there, not empty, and begins with SQLite's header.
@@ -171,7 +175,7 @@ public enum SQLiteFile {
             return []
         } catch {
             switch error.kind {
-            case .missing, .held, .unreadable, .exists: throw error
+            case .missing, .held, .unreadable, .exists, .cannotCreate: throw error
             case .corrupt(let lines): return lines
             default: return [error.reason]
             }
