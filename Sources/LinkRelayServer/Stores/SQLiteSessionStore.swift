@@ -402,7 +402,7 @@ final class SQLiteSessionStore: SessionStore {
         let reader = readers[index]
         do {
             return try await reader.lock.withLock { try await reader.connection.query(sql, binds) }
-        } catch  where SQLiteFile.isCorruption(error) {
+        } catch let error where SQLiteFile.isCorruption(error) {
             health.corrupted(error)
             throw StoreError.corrupt
         }
@@ -418,7 +418,7 @@ final class SQLiteSessionStore: SessionStore {
             try await SQLiteFile.onOwnConnection(path, busyTimeout: 5000) {
                 try await SQLiteFile.vacuum($0, into: output)
             }
-        } catch  where SQLiteFile.isCorruption(error) {
+        } catch let error where SQLiteFile.isCorruption(error) {
             health.corrupted(error)
             throw StoreError.corrupt
         }
