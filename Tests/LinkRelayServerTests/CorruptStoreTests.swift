@@ -156,17 +156,13 @@ struct CorruptStoreStartTests {
         let path = directory + "/relay.sqlite"
         try await bad.make(at: path)
         let before = try #require(StoreFiles.bytes(path))
-        let relay = try PersistenceTests.Child([
-            "serve", "--drain-delay", "0", "--port", "0", "--store", "sqlite:" + path, "--api-key", TestRelay.apiKey,
-        ])
-        var lines: [String] = []
-        for await line in relay.lines {
-            // A relay that starts on the file is the defect: stop it rather than wait for it.
-            if line.contains("LinkRelay listening") { relay.stop() }
-            lines.append(line)
-        }
-        #expect(await relay.exited() == 2)
-        #expect(lines.count == 1, "\(lines)")
+        // A relay that starts on the file is the defect: it is stopped rather than waited for.
+        let run = try await CLI.run(
+            ["serve", "--drain-delay", "0", "--port", "0", "--store", "sqlite:" + path, "--api-key", TestRelay.apiKey],
+            stopWhen: "LinkRelay listening")
+        #expect(run.status == 2)
+        let lines = run.standardError.split(separator: "\n")
+        #expect(lines.count == 1, "\(run.standardError)")
         #expect(lines.first?.hasPrefix("linkrelay: --store sqlite:\(path): ") == true)
         #expect(StoreFiles.bytes(path) == before)
     }

@@ -19,7 +19,10 @@ enum CLI {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("linkrelay")
     }
 
-    static func run(_ arguments: [String]) async throws -> Run {
+    /// Runs `linkrelay` with `arguments` until it exits. Its output is read on threads of its own with
+    /// blocking reads (no dispatch source outlives the run). `stopWhen`: a child that writes a line
+    /// holding this to standard error is sent SIGTERM (a relay that should have refused to start).
+    static func run(_ arguments: [String], stopWhen: String? = nil) async throws -> Run {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -29,9 +32,19 @@ enum CLI {
         process.standardError = error
         process.standardInput = FileHandle.nullDevice
         try process.run()
+        let pid = process.processIdentifier
         // Read while it runs: a child that fills a pipe waits for it to be read.
         async let out = onOwnThread { output.fileHandleForReading.readDataToEndOfFile() }
-        async let err = onOwnThread { error.fileHandleForReading.readDataToEndOfFile() }
+        async let err = onOwnThread {
+            var read = Data()
+            while true {
+                let chunk = error.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                read.append(chunk)
+                if let stopWhen, String(decoding: read, as: UTF8.self).contains(stopWhen) { kill(pid, SIGTERM) }
+            }
+            return read
+        }
         let status = await PersistenceTests.Child.exited(process)
         return Run(
             status: status, standardOutput: String(decoding: try await out, as: UTF8.self),
