@@ -31,10 +31,16 @@ public struct RelayConfiguration: Sendable {
     public var publicURL = "http://127.0.0.1:8080"
     public var store = Store.sqlite(path: "linkrelay.sqlite")
     public var holdSeconds = 180
-    public var apiKeys: [String] = []
-    /// True when no key was configured and one was made up at start (it is then printed once).
+    /// Every tenant with its keys, webhook and origins (`--api-key`, `--tenants`, `--webhook-url`).
+    public var tenants: [TenantSettings] = []
+    /// True when no key was configured and one was made up at start for `default` (it is then printed once).
     public var apiKeyGenerated = false
+    /// `--allowed-origin`: the origins of every tenant that names none of its own.
     public var allowedOrigins: [String] = []
+    /// Seconds a Pre-Fill individual is kept after the complete step or Prove's 15 minutes (`--identity-retention`).
+    public var identityRetention: TimeInterval = 900
+    /// Days ended sessions and settled webhook messages are kept (`--retention`).
+    public var retentionDays = 7
     public var prove = Prove.sandbox
     public var confirmOnPhone = false
     /// glibc's allocator tuned for memory given back after bursts (`--malloc-tuning on`): see `MemoryTrim`.
@@ -77,8 +83,11 @@ public struct RelayConfiguration: Sendable {
     public var metricsListen: (host: String, port: Int)?
     /// The apps whose Universal Links / App Links the relay's landings are (`--ios-app-id`, ...).
     public var deepLinks = DeepLinks()
-    /// Where session events are POSTed, signed (`--webhook-url`, `--webhook-secret`); nil: no webhooks.
-    public var webhooks: WebhookSettings?
+
+    /// Every tenant's API keys, in order.
+    public var apiKeys: [String] { tenants.flatMap(\.apiKeys) }
+    /// The default tenant's webhook (`--webhook-url`, `--webhook-secret`, or its entry in `--tenants`).
+    public var webhooks: WebhookSettings? { tenants.first { $0.name == Tenant.defaultName }?.webhook }
 
     /// The process's open-file limit minus 1,024 descriptors kept for everything else (the store,
     /// calls to Prove, the runtime's own). Without that room, a flood of connections took the last
@@ -110,6 +119,8 @@ public struct RelayConfiguration: Sendable {
             ("ios-app-id", "LINKRELAY_IOS_APP_IDS"), ("android-app", "LINKRELAY_ANDROID_APPS"),
             ("app-store-url", "LINKRELAY_APP_STORE_URL"), ("play-store-url", "LINKRELAY_PLAY_STORE_URL"),
             ("webhook-url", "LINKRELAY_WEBHOOK_URL"), ("webhook-secret", "LINKRELAY_WEBHOOK_SECRET"),
+            ("tenants", "LINKRELAY_TENANTS"), ("identity-retention", "LINKRELAY_IDENTITY_RETENTION"),
+            ("retention", "LINKRELAY_RETENTION"),
         ] + Limits.settings.map { ($0.flag, $0.env) }
 
     /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
@@ -158,16 +169,6 @@ public struct RelayConfiguration: Sendable {
             } else {
                 throw ConfigurationError("--store: \"\(store)\" is not memory, sqlite:PATH or postgres://...")
             }
-        }
-        let keys = list("api-key")
-        if keys.isEmpty {
-            config.apiKeys = ["lr_" + Secrets.token(length: 32)]
-            config.apiKeyGenerated = true
-        } else {
-            if let short = keys.first(where: { $0.count < 16 }) {
-                throw ConfigurationError("--api-key: a key of \(short.count) characters is too short (at least 16)")
-            }
-            config.apiKeys = keys
         }
         switch value("prove") ?? "sandbox" {
         case "sandbox":
@@ -283,14 +284,37 @@ public struct RelayConfiguration: Sendable {
         } else {
             config.integratorName = URLComponents(string: config.publicURL)?.host ?? config.publicURL
         }
+        var defaultWebhook: WebhookSettings?
         switch (value("webhook-url"), value("webhook-secret")) {
         case (nil, nil): break
-        case (let url?, let secret?): config.webhooks = try WebhookSettings(url: url, secret: secret)
+        case (let url?, let secret?): defaultWebhook = try WebhookSettings(url: url, secret: secret)
         case (nil, _): throw ConfigurationError("--webhook-secret: set --webhook-url too")
         case (_, nil): throw ConfigurationError("--webhook-url: set --webhook-secret too (whsec_ and base64)")
         }
         let origins = list("allowed-origin")
         config.allowedOrigins = origins.isEmpty ? [origin(of: config.publicURL)] : origins
+        var tenantsFile: (String, Data)?
+        if let path = value("tenants") {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ConfigurationError("--tenants \(path): cannot read the file")
+            }
+            tenantsFile = (path, data)
+        }
+        config.tenants = try TenantSettings.resolve(
+            keyEntries: list("api-key"), file: tenantsFile, defaultWebhook: defaultWebhook)
+        if config.apiKeys.isEmpty {
+            let key = "lr_" + Secrets.token(length: 32)
+            if let index = config.tenants.firstIndex(where: { $0.name == Tenant.defaultName }) {
+                config.tenants[index].apiKeys = [key]
+            } else {
+                config.tenants.insert(TenantSettings(name: Tenant.defaultName, apiKeys: [key]), at: 0)
+            }
+            config.apiKeyGenerated = true
+        }
+        if let seconds = try number("identity-retention", in: 0...86_400) {
+            config.identityRetention = TimeInterval(seconds)
+        }
+        if let days = try number("retention", in: 1...3650) { config.retentionDays = days }
         return config
     }
 
@@ -316,6 +340,19 @@ public struct RelayConfiguration: Sendable {
             throw ConfigurationError("--public-url: \"\(url)\" is not an absolute http(s) URL")
         }
         return url
+    }
+
+    /// An origin as browsers send it in `Origin`: `scheme://host[:port]`, https (http for loopback hosts).
+    static func checkedOrigin(_ text: String, setting: String) throws(ConfigurationError) -> String {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
+            let host = components.host, !host.isEmpty, components.path.isEmpty, components.query == nil,
+            components.fragment == nil, components.user == nil,
+            scheme == "https" || (scheme == "http" && isLoopback(host.trimmingCharacters(in: ["[", "]"])))
+        else {
+            throw ConfigurationError(
+                "\(setting): \"\(text)\" is not an origin (https://host[:port], or http:// on a loopback host)")
+        }
+        return text
     }
 
     /// `scheme://host[:port]` of a URL.

@@ -3,10 +3,11 @@ import LinkRelayCore
 import NIOHTTP1
 
 /// The checks every channel passes before it opens, in API.md's order: origin (403), session (404),
-/// channel token (401), then cursor and timeout (400).
+/// channel token (401), then cursor and timeout (400). An origin no tenant allows is refused before the
+/// session is read; one that another tenant allows, once the session's tenant is known.
 struct ChannelGate: Sendable {
     let store: any SessionStore
-    let allowedOrigins: Set<String>
+    let origins: AllowedOrigins
     let securityEvents: SecurityEvents
 
     typealias Verdict = Result<ChannelAdmission, any Error>
@@ -15,7 +16,9 @@ struct ChannelGate: Sendable {
     /// session in memory (a long-poll asks again after every event, so that is most of its openings),
     /// else from a task that reads the session first.
     func admit(_ channel: ChannelRequest, answer: @escaping @Sendable (Verdict) -> Void) {
-        if let refused = refusedOrigin(channel.request.headers) { return answer(.failure(refused)) }
+        if let refused = refusedOrigin(channel.request.headers.first(name: "Origin")) {
+            return answer(.failure(refused))
+        }
         if let session = store.sessionInMemory(id: channel.sessionID) { return answer(check(channel, session)) }
         Task { answer(await readAndCheck(channel)) }
     }
@@ -29,8 +32,16 @@ struct ChannelGate: Sendable {
         }
     }
 
-    func refusedOrigin(_ headers: HTTPHeaders) -> Problem? {
-        guard let origin = headers.first(name: "Origin"), !allowedOrigins.contains(origin) else { return nil }
+    /// 403 for an `Origin` that no tenant allows; nil without one.
+    func refusedOrigin(_ origin: String?) -> Problem? {
+        guard let origin, !origins.any.contains(origin) else { return nil }
+        securityEvents.record(.channelOrigin)
+        return .forbidden("This origin may not open channels.")
+    }
+
+    /// 403 for an `Origin` that `tenant` does not allow; nil without one.
+    func refusedOrigin(_ origin: String?, tenant: String) -> Problem? {
+        guard let origin, !origins.allows(origin, tenant: tenant) else { return nil }
         securityEvents.record(.channelOrigin)
         return .forbidden("This origin may not open channels.")
     }
@@ -39,6 +50,8 @@ struct ChannelGate: Sendable {
     private func check(_ channel: ChannelRequest, _ session: Session?) -> Verdict {
         let request = channel.request
         guard let session else { return .failure(SessionError.notFound) }
+        let origin = request.headers.first(name: "Origin")
+        if let refused = refusedOrigin(origin, tenant: session.owner) { return .failure(refused) }
         guard let token = request.queryItem("token") ?? request.bearerToken,
             Secrets.constantTimeEquals(token, session.channelToken)
         else {
@@ -62,7 +75,7 @@ struct ChannelGate: Sendable {
         return .success(
             ChannelAdmission(
                 session: session, cursor: cursor, pollTimeout: timeout,
-                headers: corsHeaders(request.headers.first(name: "Origin"))))
+                headers: corsHeaders(origin, tenant: session.owner)))
     }
 
     /// `error` with the CORS headers of `origin`: a browser shows a page of an allowed origin a refusal
@@ -74,12 +87,31 @@ struct ChannelGate: Sendable {
         return problem
     }
 
-    /// `Vary: Origin`, and the origin itself when it is allowed.
-    func corsHeaders(_ origin: String?) -> HTTPHeaders {
+    /// `Vary: Origin`, and the origin itself when a tenant allows it (`tenant`, when named).
+    func corsHeaders(_ origin: String?, tenant: String? = nil) -> HTTPHeaders {
         var headers: HTTPHeaders = ["Vary": "Origin"]
-        if let origin, allowedOrigins.contains(origin) {
+        if let origin, tenant.map({ origins.allows(origin, tenant: $0) }) ?? origins.any.contains(origin) {
             headers.add(name: "Access-Control-Allow-Origin", value: origin)
         }
         return headers
     }
+}
+
+/// The browser origins each tenant's sessions take on their channels and finish hook.
+struct AllowedOrigins: Sendable {
+    private let byTenant: [String: Set<String>]
+    private let defaults: Set<String>
+    /// Every origin some tenant allows.
+    let any: Set<String>
+
+    /// `defaults`: `--allowed-origin`'s, for every tenant that names none of its own.
+    init(defaults: [String], tenants: [TenantSettings] = []) {
+        self.defaults = Set(defaults)
+        var byTenant: [String: Set<String>] = [:]
+        for tenant in tenants { byTenant[tenant.name] = tenant.allowedOrigins.map(Set.init) }
+        self.byTenant = byTenant
+        any = byTenant.values.reduce(self.defaults) { $0.union($1) }
+    }
+
+    func allows(_ origin: String, tenant: String) -> Bool { (byTenant[tenant] ?? defaults).contains(origin) }
 }

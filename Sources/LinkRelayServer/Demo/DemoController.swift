@@ -87,7 +87,7 @@ final class DemoController: Sendable {
             if progress.challengeMissing == true, fields.isEmpty { return prefillPage(session, ["question": true]) }
             do {
                 let input = try PrefillStepBody.challenge(RelayJSON.encode(fields)).get()
-                let answer = try await service.challenge(sessionID: session.id, input)
+                let answer = try await service.challenge(sessionID: session.id, tenant: session.owner, input)
                 guard answer.success, let person = answer.individual else {
                     return outcome(session, false, detail: "Prove found no one with those details for this phone.")
                 }
@@ -110,7 +110,7 @@ final class DemoController: Sendable {
             if let completed = session.prefill?.completed { return outcome(session, completed) }
             do {
                 let checked = try PrefillStepBody.complete(RelayJSON.encode(["individual": person])).get()
-                let answer = try await service.complete(sessionID: session.id, checked)
+                let answer = try await service.complete(sessionID: session.id, tenant: session.owner, checked)
                 return outcome(session, answer.success)
             } catch {
                 let problem = try Self.problem(error)
