@@ -95,10 +95,13 @@ final class SQLiteSessionStore: SessionStore {
         -> SQLiteSessionStore
     {
         // `synchronous=NORMAL` in WAL mode keeps every commit across a process crash (kill -9);
-        // only an operating-system crash or power loss can lose the newest commits.
+        // only an operating-system crash or power loss can lose the newest commits. `secure_delete` zeroes
+        // what a write frees: an erased individual or a deleted session leaves no bytes behind in the
+        // file. A tap rewrites its row within its page, which is written anyway; only pages a purge frees
+        // cost a write more.
         let pragmas = [
             "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
-            "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)",
+            "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)", "PRAGMA secure_delete=ON",
         ]
         let writer: SQLiteWriter
         do {
