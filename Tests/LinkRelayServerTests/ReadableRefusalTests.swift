@@ -7,7 +7,7 @@ import Testing
 /// `onError`): browsers hide a cross-origin answer that lacks `Access-Control-Allow-Origin`.
 @Suite("Refusals a page of an allowed origin can read", .timeLimit(.minutes(1)))
 struct ReadableRefusalTests {
-    static let page = "http://shop.example"
+    static let page = "https://shop.example"
     static let flags = ["allowed-origin": [page]]
 
     @Test(
