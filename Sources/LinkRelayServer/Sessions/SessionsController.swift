@@ -179,15 +179,18 @@ final class SessionsController: Sendable {
     }
 
     /// The one, optional, field of a small body: nil for an empty body or no field; 400 for anything but
-    /// a JSON object with at most that field; 413 over the route's maximum (the body is then nil).
+    /// a JSON object with at most that field, once (at any depth); 413 over the route's maximum (the body
+    /// is then nil).
     private static func onlyField(_ name: String, of body: ByteBuffer?) throws -> Any? {
         guard let body else {
             throw Problem(status: .payloadTooLarge, title: "Content Too Large", detail: "The body is too large.")
         }
         guard body.readableBytes > 0 else { return nil }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+        let data = Data(body.readableBytesView)
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             Set(object.keys).isSubset(of: [name])
         else { throw Problem.badRequest("The body is {\"\(name)\": …} or nothing.") }
+        if let duplicate = JSONDuplicateKey.first(in: data) { throw Problem.badRequest(duplicate.detail) }
         return object[name]
     }
 
