@@ -33,12 +33,12 @@ struct DemoPrefillTests {
             try await answer(RelayRequest(.GET, target))
         }
 
-        func post(_ path: String, _ fields: [(String, String)]) async throws -> Page {
+        /// A form as a browser posts it; from a page of `origin` when given (browsers send `Origin` on a POST).
+        func post(_ path: String, _ fields: [(String, String)], origin: String? = nil) async throws -> Page {
             let form = fields.map { "\($0)=\($1.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
-            return try await answer(
-                RelayRequest(
-                    .POST, path, headers: ["Content-Type": "application/x-www-form-urlencoded"],
-                    body: form.joined(separator: "&")))
+            var headers: HTTPHeaders = ["Content-Type": "application/x-www-form-urlencoded"]
+            if let origin { headers.add(name: "Origin", value: origin) }
+            return try await answer(RelayRequest(.POST, path, headers: headers, body: form.joined(separator: "&")))
         }
 
         private func answer(_ request: RelayRequest) async throws -> Page {
@@ -156,5 +156,15 @@ struct DemoPrefillTests {
         let unifySession = [("session", unify.body.firstMatch(of: /ses_[A-Za-z0-9]+/).map { String($0.output) } ?? "")]
         let token = unify.body.firstMatch(of: /data-token="([^"]+)"/).map { String($0.output.1) } ?? ""
         #expect(try await demo.post("/demo/prefill/complete", unifySession + [("token", token)]).status == 404)
+    }
+
+    @Test("A demo form that names a field twice is 400 and starts nothing")
+    func duplicateFormField() async throws {
+        let relay = try await TestRelay.unstarted()
+        let demo = Demo(relay: relay)
+        let twice = try await demo.post("/demo", [("phoneNumber", "2001004014"), ("phone%4Eumber", "2001004018")])
+        #expect(twice.status == 400)
+        #expect(await relay.sandbox?.outbox(phoneNumber: "2001004014").isEmpty == true)
+        #expect(await relay.sandbox?.outbox(phoneNumber: "2001004018").isEmpty == true)
     }
 }

@@ -37,32 +37,33 @@ struct ChannelGate: Sendable {
 
     /// The checks after the origin's, on the session as read.
     private func check(_ channel: ChannelRequest, _ session: Session?) -> Verdict {
-        let request = channel.request
-        guard let session else { return .failure(SessionError.notFound) }
-        guard let token = request.queryItem("token") ?? request.bearerToken,
-            Secrets.constantTimeEquals(token, session.channelToken)
-        else {
-            return .failure(Problem.unauthorized("A valid channel token is required."))
-        }
-        var cursor = 0
-        if let raw = request.queryItem("after") ?? request.headers.first(name: "Last-Event-ID") {
-            guard let value = Int(raw), value >= 0 else {
-                return .failure(Problem.badRequest("after must be a whole number of at least 0."))
+        Verdict { () throws(any Error) -> ChannelAdmission in
+            let request = channel.request
+            guard let session else { throw SessionError.notFound }
+            guard let token = try request.queryItem("token") ?? request.bearerToken,
+                Secrets.constantTimeEquals(token, session.channelToken)
+            else {
+                throw Problem.unauthorized("A valid channel token is required.")
             }
-            cursor = value
-        }
-        var timeout = ChannelRequest.defaultPollTimeout
-        if channel.transport == .longpoll, let raw = request.queryItem("timeout") {
-            guard let value = Int(raw), (0...ChannelRequest.maximumPollTimeout).contains(value) else {
-                return .failure(
-                    Problem.badRequest("timeout must be whole seconds from 0 to \(ChannelRequest.maximumPollTimeout)."))
+            var cursor = 0
+            if let raw = try request.queryItem("after") ?? request.headers.first(name: "Last-Event-ID") {
+                guard let value = Int(raw), value >= 0 else {
+                    throw Problem.badRequest("after must be a whole number of at least 0.")
+                }
+                cursor = value
             }
-            timeout = value
-        }
-        return .success(
-            ChannelAdmission(
+            var timeout = ChannelRequest.defaultPollTimeout
+            if channel.transport == .longpoll, let raw = try request.queryItem("timeout") {
+                guard let value = Int(raw), (0...ChannelRequest.maximumPollTimeout).contains(value) else {
+                    throw Problem.badRequest(
+                        "timeout must be whole seconds from 0 to \(ChannelRequest.maximumPollTimeout).")
+                }
+                timeout = value
+            }
+            return ChannelAdmission(
                 session: session, cursor: cursor, pollTimeout: timeout,
-                headers: corsHeaders(request.headers.first(name: "Origin"))))
+                headers: corsHeaders(request.headers.first(name: "Origin")))
+        }
     }
 
     /// `error` with the CORS headers of `origin`: a browser shows a page of an allowed origin a refusal

@@ -98,7 +98,7 @@ final class SessionsController: Sendable {
     private func finishing(_ request: RelayRequest) throws -> Reply {
         let id = String(request.parameters[0])
         let byAPIKey = request.bearerToken.flatMap(keyIndex) != nil
-        let token = byAPIKey ? nil : request.queryItem("token") ?? request.bearerToken
+        let token = byAPIKey ? nil : try request.queryItem("token") ?? request.bearerToken
         if !byAPIKey {
             if let refused = gate.refusedOrigin(request.headers) { throw refused }
             guard token != nil else { throw Problem.unauthorized("The API key or the channel token is required.") }
