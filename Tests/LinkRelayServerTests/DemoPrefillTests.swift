@@ -158,6 +158,46 @@ struct DemoPrefillTests {
         #expect(try await demo.post("/demo/prefill/complete", unifySession + [("token", token)]).status == 404)
     }
 
+    @Test("A demo form posted from another origin is 403, the friendly page, and changes or shows nothing")
+    func foreignOrigin() async throws {
+        let relay = try await TestRelay.unstarted()
+        let demo = Demo(relay: relay)
+        let own = "http://127.0.0.1:8080"
+        let evil = "https://evil.example"
+        // A page elsewhere that learned a verified session's channel token asks for the person.
+        let (_, session) = try await demo.start([("dob", "1982-07-19")])
+        try await demo.tap(session)
+        let stolen = try await demo.post("/demo/prefill/challenge", session, origin: evil)
+        #expect(stolen.status == 403 && stolen.body.contains("<html"), "the friendly page")
+        #expect(!stolen.body.contains("Marcia") && !stolen.body.contains("Longo") && !stolen.body.contains("Mallard"))
+        #expect(try await relay.store.session(id: session[0].1)?.prefill?.individual == nil, "Prove was not asked")
+        let fields = [("firstName", "Marcia"), ("lastName", "Longo")]
+        #expect(try await demo.post("/demo/prefill/complete", session + fields, origin: evil).status == 403)
+        #expect(try await relay.store.session(id: session[0].1)?.prefill?.completed == nil)
+
+        let outbox = await relay.sandbox?.outbox(phoneNumber: Self.marcia).count
+        for (path, form) in [
+            ("/demo", [("phoneNumber", "2001004014")]), ("/demo/prefill", [("phoneNumber", Self.marcia)]),
+            ("/demo/resend", [("phoneNumber", Self.marcia)]),
+            ("/demo/change-number", [("from", Self.marcia), ("to", "2001004014")]),
+        ] {
+            let page = try await demo.post(path, form, origin: evil)
+            #expect(page.status == 403 && page.body.contains("<html"), "\(path)")
+            let null = try await demo.post(path, form, origin: "null")
+            #expect(null.status == 403, "\(path) from a sandboxed frame")
+        }
+        #expect(await relay.sandbox?.outbox(phoneNumber: Self.marcia).count == outbox, "no link sent again")
+        #expect(await relay.sandbox?.outbox(phoneNumber: "2001004014").isEmpty == true, "no session started")
+        let metrics = await relay.respond(to: RelayRequest(.GET, "/metrics")).map { String(buffer: $0.body) } ?? ""
+        #expect(metrics.contains(#"linkrelay_security_events_total{event="demo_origin_refused"} 10"#), "\(metrics)")
+
+        // The relay's own page, and a form without Origin (a browser that sends none), go on as before.
+        let person = try await demo.post("/demo/prefill/challenge", session, origin: own)
+        #expect(person.status == 200 && person.value("firstName") == "Marcia")
+        #expect(try await demo.post("/demo/resend", [("phoneNumber", Self.marcia)], origin: own).status == 303)
+        #expect(try await demo.post("/demo", [("phoneNumber", "2001004014")]).status == 200)
+    }
+
     @Test("A demo form that names a field twice is 400 and starts nothing")
     func duplicateFormField() async throws {
         let relay = try await TestRelay.unstarted()

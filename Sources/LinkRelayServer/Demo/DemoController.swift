@@ -12,12 +12,19 @@ final class DemoController: Sendable {
     let sandbox: ProveSandbox
     let pages: Pages
     let publicURL: String
+    /// The only origin whose pages may post the demo's forms: the relay's own.
+    let publicOrigin: String
+    let securityEvents: SecurityEvents
 
-    init(service: SessionService, sandbox: ProveSandbox, pages: Pages, publicURL: String) {
+    init(
+        service: SessionService, sandbox: ProveSandbox, pages: Pages, publicURL: String, securityEvents: SecurityEvents
+    ) {
         self.service = service
         self.sandbox = sandbox
         self.pages = pages
         self.publicURL = publicURL
+        self.publicOrigin = RelayConfiguration.origin(of: publicURL)
+        self.securityEvents = securityEvents
     }
 
     /// The largest form a demo route reads; the confirm form has a limit of its own.
@@ -215,8 +222,16 @@ final class DemoController: Sendable {
     }
 
     /// The request's form (`application/x-www-form-urlencoded`); one over the route's limit reads as empty.
+    /// Every demo form is the relay's own page's: one posted from another origin is refused (403, the
+    /// friendly page) before anything is read or changed, as the confirm form's is. In sandbox mode the
+    /// Pre-Fill steps show a person's details to whoever holds the channel token, so a page elsewhere
+    /// that learned one must not be able to ask.
     private func form(_ request: RelayRequest) throws(Problem) -> Substring {
-        request.body.map { String(buffer: $0)[...] } ?? ""
+        if let origin = request.headers.first(name: "Origin"), origin != publicOrigin {
+            securityEvents.record(.demoOrigin)
+            throw Problem.forbidden("The demo's forms are posted from the relay's own pages only.")
+        }
+        return request.body.map { String(buffer: $0)[...] } ?? ""
     }
 
     /// The `dob` and `ssn` a form gives, as the API's fields.
