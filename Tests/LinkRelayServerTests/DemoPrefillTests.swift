@@ -33,11 +33,15 @@ struct DemoPrefillTests {
             try await answer(RelayRequest(.GET, target))
         }
 
-        /// A form as a browser posts it; from a page of `origin` when given (browsers send `Origin` on a POST).
-        func post(_ path: String, _ fields: [(String, String)], origin: String? = nil) async throws -> Page {
+        /// A form as a browser posts it; from a page of `origin` when given (browsers send `Origin` on a POST),
+        /// with `Sec-Fetch-Site` when given.
+        func post(
+            _ path: String, _ fields: [(String, String)], origin: String? = nil, fetchSite: String? = nil
+        ) async throws -> Page {
             let form = fields.map { "\($0)=\($1.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
             var headers: HTTPHeaders = ["Content-Type": "application/x-www-form-urlencoded"]
             if let origin { headers.add(name: "Origin", value: origin) }
+            if let fetchSite { headers.add(name: "Sec-Fetch-Site", value: fetchSite) }
             return try await answer(RelayRequest(.POST, path, headers: headers, body: form.joined(separator: "&")))
         }
 
@@ -183,17 +187,23 @@ struct DemoPrefillTests {
         ] {
             let page = try await demo.post(path, form, origin: evil)
             #expect(page.status == 403 && page.body.contains("<html"), "\(path)")
-            let null = try await demo.post(path, form, origin: "null")
-            #expect(null.status == 403, "\(path) from a sandboxed frame")
+            let null = try await demo.post(path, form, origin: "null", fetchSite: "cross-site")
+            #expect(null.status == 403, "\(path) from a sandboxed frame elsewhere")
         }
         #expect(await relay.sandbox?.outbox(phoneNumber: Self.marcia).count == outbox, "no link sent again")
         #expect(await relay.sandbox?.outbox(phoneNumber: "2001004014").isEmpty == true, "no session started")
         let metrics = await relay.respond(to: RelayRequest(.GET, "/metrics")).map { String(buffer: $0.body) } ?? ""
         #expect(metrics.contains(#"linkrelay_security_events_total{event="demo_origin_refused"} 10"#), "\(metrics)")
 
-        // The relay's own page, and a form without Origin (a browser that sends none), go on as before.
+        #expect(try await demo.post("/demo", [("phoneNumber", "2001004014")], origin: "null").status == 403)
+
+        // The relay's own page, and a form without Origin (a browser that sends none), go on as before. Under
+        // the pages' `Referrer-Policy: no-referrer` a browser sends the relay's own form with `Origin: null`
+        // and `Sec-Fetch-Site: same-origin`.
         let person = try await demo.post("/demo/prefill/challenge", session, origin: own)
         #expect(person.status == 200 && person.value("firstName") == "Marcia")
+        let ownNull = try await demo.post("/demo/prefill/challenge", session, origin: "null", fetchSite: "same-origin")
+        #expect(ownNull.status == 200 && ownNull.value("firstName") == "Marcia")
         #expect(try await demo.post("/demo/resend", [("phoneNumber", Self.marcia)], origin: own).status == 303)
         #expect(try await demo.post("/demo", [("phoneNumber", "2001004014")]).status == 200)
     }
