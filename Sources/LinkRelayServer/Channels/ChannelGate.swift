@@ -29,10 +29,15 @@ struct ChannelGate: Sendable {
         }
     }
 
+    /// The 403 of an origin that is not allowed. It is readable by any page (`Access-Control-Allow-Origin:
+    /// *`, no credentials), so that the browser client can report it and stop rather than retry for ever:
+    /// it is decided on `Origin` alone, before the session is read, and says nothing about the session.
     func refusedOrigin(_ headers: HTTPHeaders) -> Problem? {
         guard let origin = headers.first(name: "Origin"), !allowedOrigins.contains(origin) else { return nil }
         securityEvents.record(.channelOrigin)
-        return .forbidden("This origin may not open channels.")
+        var problem = Problem.forbidden("This origin may not open channels.")
+        problem.headers.add(name: "Access-Control-Allow-Origin", value: "*")
+        return problem
     }
 
     /// The checks after the origin's, on the session as read.
@@ -68,7 +73,8 @@ struct ChannelGate: Sendable {
 
     /// `error` with the CORS headers of `origin`: a browser shows a page of an allowed origin a refusal
     /// (401, 404, …) only with them, and the browser client learns why a WebSocket was refused from the
-    /// long-poll's status. A refused origin's answer stays unreadable to its page; a 429 stays bare.
+    /// long-poll's status. A refused origin's answer is readable by any page (`refusedOrigin`); a 429
+    /// stays bare.
     func readable(_ error: any Error, origin: String?) -> any Error {
         guard !(error is LimitExceeded), var problem = ErrorMapping.knownProblem(error) else { return error }
         problem.headers.add(contentsOf: corsHeaders(origin))
