@@ -135,8 +135,11 @@ private func checkDuplicatesRefused(_ body: Data) {
     for spelling in ["phoneNumber", escapedKey] {
         var first = body
         first.insert(contentsOf: Array("\"\(spelling)\":null,".utf8), at: first.index(after: open))
+        // JSONDecoder takes a trailing comma (`{"phoneNumber":"…",}`): after one, no comma goes in front.
+        let trailingComma = body[..<close].last { !" \t\r\n".utf8.contains($0) } == UInt8(ascii: ",")
         var last = body
-        last.insert(contentsOf: Array(",\"\(spelling)\":\"2001004014\"".utf8), at: close)
+        last.insert(
+            contentsOf: Array(((trailingComma ? "" : ",") + "\"\(spelling)\":\"2001004014\"").utf8), at: close)
         for twice in [first, last] where twice.count <= CreateSessionRequest.maximumBodySize {
             let result = CreateSessionRequest.validate(twice, maximumHold: maximumHold)
             guard case .failure(.malformed(let detail)) = result, detail.contains("\"phoneNumber\"") else {
