@@ -291,7 +291,9 @@ public struct RelayConfiguration: Sendable {
         case (nil, _): throw ConfigurationError("--webhook-secret: set --webhook-url too")
         case (_, nil): throw ConfigurationError("--webhook-url: set --webhook-secret too (whsec_ and base64)")
         }
-        let origins = list("allowed-origin")
+        let origins = try list("allowed-origin").map { (text) throws(ConfigurationError) in
+            try checkedOrigin(text, setting: "--allowed-origin")
+        }
         config.allowedOrigins = origins.isEmpty ? [origin(of: config.publicURL)] : origins
         var tenantsFile: (String, Data)?
         if let path = value("tenants") {
@@ -318,6 +320,73 @@ public struct RelayConfiguration: Sendable {
         return config
     }
 
+    /// One allowed browser origin (an `--allowed-origin` value, a tenant's `allowedOrigins` entry), in the
+    /// form a browser sends as `Origin`: `scheme://host[:port]`, `https`, or `http` for a loopback host
+    /// (`localhost`, 127.0.0.0/8, `[::1]`). Returned as browsers serialize an origin, so that the gate's
+    /// plain string compare with `Origin` holds: scheme and host in lower case, an IPv6 host in its
+    /// canonical form, and the scheme's default port (443, 80) dropped, since a browser never sends it.
+    /// `null` (what sandboxed frames and local files send, from any site), wildcards, paths (even a
+    /// trailing `/`), queries, fragments, user info, a missing scheme and a host that is no DNS name or
+    /// IP address each stop start-up with one line naming `setting`, the value and the rule.
+    public static func checkedOrigin(_ text: String, setting: String) throws(ConfigurationError) -> String {
+        func refused(_ why: String) -> ConfigurationError {
+            ConfigurationError(
+                "\(setting): \(text.debugDescription) \(why); an allowed origin is scheme://host[:port], https "
+                    + "(http only for localhost, 127.0.0.0/8 or [::1]), with no path, query, user info or wildcard")
+        }
+        if text.lowercased() == "null" {
+            throw refused("is what sandboxed frames and local files send, from any site, so it cannot be allowed")
+        }
+        if text.contains("*") { throw refused("is a wildcard: list each origin") }
+        guard let separator = text.range(of: "://") else { throw refused("has no scheme") }
+        let scheme = text[..<separator.lowerBound].lowercased()
+        guard scheme == "https" || scheme == "http" else { throw refused("is not https or http") }
+        let authority = text[separator.upperBound...]
+        if authority.contains(where: { "/?#\\".contains($0) }) {
+            throw refused("has a path, a query or a fragment (a trailing / too)")
+        }
+        if authority.contains("@") { throw refused("has user info") }
+        // The host (an IPv6 one in brackets), then the port after the last colon outside them.
+        let bracketEnd = authority.hasPrefix("[") ? authority.firstIndex(of: "]") : nil
+        let colon = authority[(bracketEnd ?? authority.startIndex)...].lastIndex(of: ":")
+        let rawHost = authority[..<(colon ?? authority.endIndex)]
+        var port = colon.map { authority[authority.index(after: $0)...] }
+        let host: String
+        let bare: String
+        if authority.hasPrefix("[") {
+            guard let bracketEnd, rawHost.last == "]",
+                let address = IPAddress(authority[authority.index(after: authority.startIndex)..<bracketEnd]),
+                !address.isIPv4, !address.isIPv4Mapped
+            else { throw refused("has no valid host") }
+            bare = address.description
+            host = "[" + bare + "]"
+        } else {
+            host = rawHost.lowercased()
+            bare = host
+            let labels = host.split(separator: ".", omittingEmptySubsequences: false)
+            let isName =
+                (1...253).contains(host.count)
+                && labels.allSatisfy { label in
+                    (1...63).contains(label.count) && label.first != "-" && label.last != "-"
+                        && label.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+                }
+            // A host that ends in a number is an IPv4 address to a browser (`127.1` is 127.0.0.1): only the
+            // dotted-quad form is taken, as the browser would send it.
+            let endsInNumber = labels.last.map { !$0.isEmpty && $0.allSatisfy(\.isNumber) } ?? false
+            guard isName, !endsInNumber || IPAddress(host)?.isIPv4 == true else { throw refused("has no valid host") }
+        }
+        if let given = port {
+            guard (1...5).contains(given.count), given.allSatisfy({ $0.isASCII && $0.isNumber }),
+                let number = Int(given), (1...65535).contains(number)
+            else { throw refused("has a port that is not 1-65535") }
+            port = number == (scheme == "https" ? 443 : 80) ? nil : Substring(String(number))
+        }
+        guard scheme == "https" || isLoopback(bare) else {
+            throw refused("is http on a host that is not loopback: use https")
+        }
+        return scheme + "://" + host + (port.map { ":" + $0 } ?? "")
+    }
+
     /// Whether `host` listens on loopback only: `localhost`, 127.0.0.0/8 or ::1.
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || IPAddress(host)?.isLoopback == true
@@ -342,25 +411,16 @@ public struct RelayConfiguration: Sendable {
         return url
     }
 
-    /// An origin as browsers send it in `Origin`: `scheme://host[:port]`, https (http for loopback hosts).
-    static func checkedOrigin(_ text: String, setting: String) throws(ConfigurationError) -> String {
-        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
-            let host = components.host, !host.isEmpty, components.path.isEmpty, components.query == nil,
-            components.fragment == nil, components.user == nil,
-            scheme == "https" || (scheme == "http" && isLoopback(host.trimmingCharacters(in: ["[", "]"])))
-        else {
-            throw ConfigurationError(
-                "\(setting): \"\(text)\" is not an origin (https://host[:port], or http:// on a loopback host)")
-        }
-        return text
-    }
-
-    /// `scheme://host[:port]` of a URL.
+    /// `scheme://host[:port]` of a URL, as a browser sends it in `Origin`: scheme and host in lower case,
+    /// without the scheme's default port.
     static func origin(of url: String) -> String {
-        guard let components = URLComponents(string: url), let scheme = components.scheme, let host = components.host
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+            let host = components.host?.lowercased()
         else { return url }
         let hostPart = host.contains(":") ? "[\(host)]" : host
-        return components.port.map { "\(scheme)://\(hostPart):\($0)" } ?? "\(scheme)://\(hostPart)"
+        let defaultPort = ["http": 80, "ws": 80, "https": 443, "wss": 443][scheme]
+        guard let port = components.port, port != defaultPort else { return "\(scheme)://\(hostPart)" }
+        return "\(scheme)://\(hostPart):\(port)"
     }
 
     /// Finds a free port before the server starts, so that the public URL is known up front.

@@ -179,7 +179,9 @@ public func buildLinkRelay(
             apiKeys: apiKeys, pages: pages, limits: limits, clock: clock),
         pages: pages,
         demo: sandbox.map {
-            DemoController(service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL)
+            DemoController(
+                service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL,
+                securityEvents: securityEvents)
         },
         sandbox: sandbox.map(SandboxController.init),
         apiDescription: try APIDescription.load(

@@ -108,12 +108,12 @@ struct TenantSettingsTests {
         ),
         (
             [:], #"{"tenants":[{"name":"acme","apiKeys":["\#(keyA)"],"allowedOrigins":["null"]}]}"#,
-            "tenant acme: allowedOrigins: \"null\" is not an origin"
+            "tenant acme: allowedOrigins: \"null\" is what sandboxed frames"
         ),
         (
             [:],
             #"{"tenants":[{"name":"acme","apiKeys":["\#(keyA)"],"allowedOrigins":["https://acme.example/path"]}]}"#,
-            "is not an origin"
+            "allowedOrigins: \"https://acme.example/path\" has a path"
         ),
         ([:], #"{"tenant":[]}"#, "expected {\"tenants\""),
         ([:], "not json", "expected {\"tenants\""),

@@ -35,52 +35,62 @@ struct ChannelGate: Sendable {
     /// 403 for an `Origin` that no tenant allows; nil without one.
     func refusedOrigin(_ origin: String?) -> Problem? {
         guard let origin, !origins.any.contains(origin) else { return nil }
-        securityEvents.record(.channelOrigin)
-        return .forbidden("This origin may not open channels.")
+        return refused()
     }
 
     /// 403 for an `Origin` that `tenant` does not allow; nil without one.
     func refusedOrigin(_ origin: String?, tenant: String) -> Problem? {
         guard let origin, !origins.allows(origin, tenant: tenant) else { return nil }
+        return refused()
+    }
+
+    /// The 403 of an origin that is not allowed. It is readable by any page (`Access-Control-Allow-Origin:
+    /// *`, no credentials), so that the browser client can report it and stop rather than retry for ever.
+    /// Decided on `Origin` alone, it says nothing of a session; after the session's read (another tenant
+    /// allows the origin), only that the id is a session's, which a page holding it knows.
+    private func refused() -> Problem {
         securityEvents.record(.channelOrigin)
-        return .forbidden("This origin may not open channels.")
+        var problem = Problem.forbidden("This origin may not open channels.")
+        problem.headers.add(name: "Access-Control-Allow-Origin", value: "*")
+        return problem
     }
 
     /// The checks after the origin's, on the session as read.
     private func check(_ channel: ChannelRequest, _ session: Session?) -> Verdict {
-        let request = channel.request
-        guard let session else { return .failure(SessionError.notFound) }
-        let origin = request.headers.first(name: "Origin")
-        if let refused = refusedOrigin(origin, tenant: session.owner) { return .failure(refused) }
-        guard let token = request.queryItem("token") ?? request.bearerToken,
-            Secrets.constantTimeEquals(token, session.channelToken)
-        else {
-            return .failure(Problem.unauthorized("A valid channel token is required."))
-        }
-        var cursor = 0
-        if let raw = request.queryItem("after") ?? request.headers.first(name: "Last-Event-ID") {
-            guard let value = Int(raw), value >= 0 else {
-                return .failure(Problem.badRequest("after must be a whole number of at least 0."))
+        Verdict { () throws(any Error) -> ChannelAdmission in
+            let request = channel.request
+            guard let session else { throw SessionError.notFound }
+            let origin = request.headers.first(name: "Origin")
+            if let refused = refusedOrigin(origin, tenant: session.owner) { throw refused }
+            guard let token = try request.queryItem("token") ?? request.bearerToken,
+                Secrets.constantTimeEquals(token, session.channelToken)
+            else {
+                throw Problem.unauthorized("A valid channel token is required.")
             }
-            cursor = value
-        }
-        var timeout = ChannelRequest.defaultPollTimeout
-        if channel.transport == .longpoll, let raw = request.queryItem("timeout") {
-            guard let value = Int(raw), (0...ChannelRequest.maximumPollTimeout).contains(value) else {
-                return .failure(
-                    Problem.badRequest("timeout must be whole seconds from 0 to \(ChannelRequest.maximumPollTimeout)."))
+            var cursor = 0
+            if let raw = try request.queryItem("after") ?? request.headers.first(name: "Last-Event-ID") {
+                guard let value = Int(raw), value >= 0 else {
+                    throw Problem.badRequest("after must be a whole number of at least 0.")
+                }
+                cursor = value
             }
-            timeout = value
+            var timeout = ChannelRequest.defaultPollTimeout
+            if channel.transport == .longpoll, let raw = try request.queryItem("timeout") {
+                guard let value = Int(raw), (0...ChannelRequest.maximumPollTimeout).contains(value) else {
+                    throw Problem.badRequest(
+                        "timeout must be whole seconds from 0 to \(ChannelRequest.maximumPollTimeout).")
+                }
+                timeout = value
+            }
+            return ChannelAdmission(
+                session: session, cursor: cursor, pollTimeout: timeout, headers: corsHeaders(origin, tenant: session.owner))
         }
-        return .success(
-            ChannelAdmission(
-                session: session, cursor: cursor, pollTimeout: timeout,
-                headers: corsHeaders(origin, tenant: session.owner)))
     }
 
     /// `error` with the CORS headers of `origin`: a browser shows a page of an allowed origin a refusal
     /// (401, 404, …) only with them, and the browser client learns why a WebSocket was refused from the
-    /// long-poll's status. A refused origin's answer stays unreadable to its page; a 429 stays bare.
+    /// long-poll's status. A refused origin's answer is readable by any page (`refused()`); a 429
+    /// stays bare.
     func readable(_ error: any Error, origin: String?) -> any Error {
         guard !(error is LimitExceeded), var problem = ErrorMapping.knownProblem(error) else { return error }
         problem.headers.add(contentsOf: corsHeaders(origin))

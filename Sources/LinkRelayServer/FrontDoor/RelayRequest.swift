@@ -45,9 +45,11 @@ struct RelayRequest: Sendable {
     var target: String { head.uri }
     var headers: HTTPHeaders { head.headers }
 
-    /// The first value of a query parameter, percent-decoded (`+` as a space, as forms write it).
-    func queryItem(_ name: String) -> String? {
-        query.flatMap { FormFields.first(name, in: $0) }
+    /// The value of a query parameter, percent-decoded (`+` as a space, as forms write it); a parameter
+    /// given twice is a 400 naming it (`FormFields.value`), for every route that reads one.
+    func queryItem(_ name: String) throws(Problem) -> String? {
+        guard let query else { return nil }
+        return try FormFields.value(name, in: query, what: "query parameter")
     }
 
     /// A request whose client wants the connection kept open after the answer (HTTP/1.1 unless it

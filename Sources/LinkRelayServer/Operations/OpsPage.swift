@@ -47,7 +47,7 @@ final class OpsPage: Sendable {
     /// password (a key of the `default` tenant: the operators'; another tenant's sees no aggregate), 401
     /// with a Basic challenge (counted as a security event); else the page, refreshed every S seconds (10
     /// by default, held to 2...300).
-    func show(_ request: RelayRequest) -> Reply {
+    func show(_ request: RelayRequest) throws -> Reply {
         guard limits.allowOps(client: limits.client(request)) else {
             return .now(pages.page("ops-signin", ["busy": true], status: .tooManyRequests))
         }
@@ -60,7 +60,7 @@ final class OpsPage: Sendable {
                     "ops-signin", status: .unauthorized,
                     headers: ["WWW-Authenticate": "Basic realm=\"\(Self.realm)\", charset=\"UTF-8\""]))
         }
-        let asked = request.queryItem("refresh").flatMap { Int($0) } ?? Self.defaultRefresh
+        let asked = try request.queryItem("refresh").flatMap { Int($0) } ?? Self.defaultRefresh
         let refresh = min(max(asked, Self.refreshRange.lowerBound), Self.refreshRange.upperBound)
         return .later { [self] in
             let sections = await sections()

@@ -108,7 +108,7 @@ final class SessionsController: Sendable {
     private func finishing(_ request: RelayRequest) throws -> Reply {
         let id = String(request.parameters[0])
         let caller = request.bearerToken.flatMap(apiKeys.caller)
-        let token = caller != nil ? nil : request.queryItem("token") ?? request.bearerToken
+        let token = caller != nil ? nil : try request.queryItem("token") ?? request.bearerToken
         let origin = request.headers.first(name: "Origin")
         if caller == nil {
             if let refused = gate.refusedOrigin(origin) { throw refused }
@@ -197,15 +197,18 @@ final class SessionsController: Sendable {
     }
 
     /// The one, optional, field of a small body: nil for an empty body or no field; 400 for anything but
-    /// a JSON object with at most that field; 413 over the route's maximum (the body is then nil).
+    /// a JSON object with at most that field, once (at any depth); 413 over the route's maximum (the body
+    /// is then nil).
     private static func onlyField(_ name: String, of body: ByteBuffer?) throws -> Any? {
         guard let body else {
             throw Problem(status: .payloadTooLarge, title: "Content Too Large", detail: "The body is too large.")
         }
         guard body.readableBytes > 0 else { return nil }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+        let data = Data(body.readableBytesView)
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             Set(object.keys).isSubset(of: [name])
         else { throw Problem.badRequest("The body is {\"\(name)\": …} or nothing.") }
+        if let duplicate = JSONDuplicateKey.first(in: data) { throw Problem.badRequest(duplicate.detail) }
         return object[name]
     }
 

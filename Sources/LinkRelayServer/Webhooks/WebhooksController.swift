@@ -20,14 +20,14 @@ final class WebhooksController: Sendable {
     func list(_ request: RelayRequest) throws -> Reply {
         let (sender, tenant) = try configured(request)
         var state: WebhookMessage.State?
-        if let text = request.queryItem("state") {
+        if let text = try request.queryItem("state") {
             guard let parsed = WebhookMessage.State(rawValue: text) else {
                 throw Problem.badRequest("state is pending, delivered or failed.")
             }
             state = parsed
         }
         var limit = Self.defaultLimit
-        if let text = request.queryItem("limit") {
+        if let text = try request.queryItem("limit") {
             guard let number = Int(text), (1...Self.maximumLimit).contains(number) else {
                 throw Problem.badRequest("limit is a number from 1 to \(Self.maximumLimit).")
             }
