@@ -83,7 +83,8 @@ struct ChannelGate: Sendable {
                 timeout = value
             }
             return ChannelAdmission(
-                session: session, cursor: cursor, pollTimeout: timeout, headers: corsHeaders(origin, tenant: session.owner))
+                session: session, cursor: cursor, pollTimeout: timeout,
+                headers: corsHeaders(origin, tenant: session.owner))
         }
     }
 
