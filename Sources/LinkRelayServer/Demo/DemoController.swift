@@ -227,21 +227,11 @@ final class DemoController: Sendable {
     /// Pre-Fill steps show a person's details to whoever holds the channel token, so a page elsewhere
     /// that learned one must not be able to ask.
     private func form(_ request: RelayRequest) throws(Problem) -> Substring {
-        if isForeign(request.headers) {
+        if request.isPostedFromAnotherOrigin(than: publicOrigin) {
             securityEvents.record(.demoOrigin)
             throw Problem.forbidden("The demo's forms are posted from the relay's own pages only.")
         }
         return request.body.map { String(buffer: $0)[...] } ?? ""
-    }
-
-    /// Whether a browser posted the form from a page that is not the relay's. Browsers send `Origin` on a
-    /// POST. The relay's pages have `Referrer-Policy: no-referrer`, under which a browser writes even a
-    /// same-origin form's `Origin` as `null` (Fetch, "serializing a request origin"): `null` with
-    /// `Sec-Fetch-Site: same-origin`, which no page can set, is the relay's own page; `null` from anywhere
-    /// else (a sandboxed frame on another site says `cross-site`) is foreign.
-    private func isForeign(_ headers: HTTPHeaders) -> Bool {
-        guard let origin = headers.first(name: "Origin"), origin != publicOrigin else { return false }
-        return !(origin == "null" && headers.first(name: "Sec-Fetch-Site") == "same-origin")
     }
 
     /// The `dob` and `ssn` a form gives, as the API's fields.

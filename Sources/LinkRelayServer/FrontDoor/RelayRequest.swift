@@ -56,6 +56,16 @@ struct RelayRequest: Sendable {
     /// says `close`, HTTP/1.0 only when it says `keep-alive`).
     var keepAlive: Bool { head.isKeepAlive }
 
+    /// Whether a browser posted this form from a page that is not the relay's (`publicOrigin`). Browsers
+    /// send `Origin` on a POST. The relay's pages have `Referrer-Policy: no-referrer`, under which a browser
+    /// writes even a same-origin form's `Origin` as `null` (Fetch, "serializing a request origin"): `null`
+    /// with `Sec-Fetch-Site: same-origin`, which no page can set, is the relay's own page; `null` from
+    /// anywhere else (a sandboxed frame on another site says `cross-site`) is foreign.
+    func isPostedFromAnotherOrigin(than publicOrigin: String) -> Bool {
+        guard let origin = headers.first(name: "Origin"), origin != publicOrigin else { return false }
+        return !(origin == "null" && headers.first(name: "Sec-Fetch-Site") == "same-origin")
+    }
+
     /// The token after `Bearer ` in the Authorization header.
     var bearerToken: String? {
         guard let value = headers.first(name: "Authorization"), value.utf8.count > 7,
