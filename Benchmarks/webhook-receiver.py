@@ -8,7 +8,8 @@ verify every signature, to keep up; it verifies the first message and one in `--
 the public `standardwebhooks` library, so that a run also shows the signatures are valid.
 
 It can be told to be down for a while: `refuse` closes its listening socket and every connection (the
-relay's connects are refused), `503` answers 503 to each message.
+relay's connects are refused), `503` answers 503 to each message, `slow` answers each after
+`--slow-seconds` (past the relay's 15 s attempt timeout by default: every attempt times out).
 
 The relay posts to `http://127.0.0.1:PORT/` (any path). Control, on `--control-port` (which stays up
 while the receiver is "down"):
@@ -16,7 +17,7 @@ while the receiver is "down"):
   GET  /stats                  totals, and the current window: first deliveries, delivered/s,
                                event→delivery p50/p90/p99/max ms, duplicates, per-second peak
   POST /mark                   starts a new window
-  POST /down?mode=refuse|503   down until /up (or for &seconds=N)
+  POST /down?mode=refuse|503|slow   down until /up (or for &seconds=N)
   POST /up
   POST /check                  {"sessions_file": PATH, "types": [...]}: which sessions of the file
                                (one id a line) lack a message of a type; {"expected", "complete",
@@ -101,6 +102,10 @@ class Receiver:
         arrived = time.time()
         body = await request.read()
         w = self.window
+        if self.down == "slow":
+            w.refused += 1
+            await asyncio.sleep(self.args.slow_seconds)
+            return web.Response(status=self.args.status)
         if self.down is not None:
             w.refused += 1
             if self.down == "refuse":
@@ -176,8 +181,8 @@ class Receiver:
 
     async def down_route(self, request):
         mode = request.query.get("mode", "refuse")
-        if mode not in ("refuse", "503"):
-            return web.json_response({"error": "mode: refuse or 503"}, status=400)
+        if mode not in ("refuse", "503", "slow"):
+            return web.json_response({"error": "mode: refuse, 503 or slow"}, status=400)
         await self.go_down(mode, float(request.query.get("seconds", 0)))
         return web.json_response({"down": mode})
 
@@ -217,13 +222,14 @@ async def main():
     p.add_argument("--secret", default="", help="whsec_…: verify a sample of the signatures")
     p.add_argument("--verify-every", type=int, default=50, help="verify one message in this many")
     p.add_argument("--status", type=int, default=204, help="the answer to a message")
-    p.add_argument("--down", choices=("refuse", "503"), help="start down, until POST /up")
+    p.add_argument("--down", choices=("refuse", "503", "slow"), help="start down, until POST /up")
+    p.add_argument("--slow-seconds", type=float, default=20, help="how long `slow` takes to answer")
     args = p.parse_args()
 
     r = Receiver(args)
     if args.down:
         r.down = args.down
-        if args.down == "503":
+        if args.down in ("503", "slow"):
             await r.start_hooks()
     else:
         await r.start_hooks()

@@ -14,9 +14,14 @@
 #   fill  FILL pending messages (sessions at RATE a second, receiver down), then N waiters tapped at
 #         RATE a second on that relay; the same on a fresh relay with an empty outbox (receiver down
 #         for both); then the receiver comes back and a third run of taps goes while the backlog drains.
+#   tenants  two tenants, each with its own receiver, whole sessions at RATE a second in all (half
+#         each) for DOWN seconds, three times on fresh relays: both receivers up; the second tenant's
+#         refusing every connection; the second tenant's answering only after 20 s (every attempt
+#         times out). The first tenant's event→delivery p50 / p99 in each, and whether every one of
+#         its sessions got both messages: a receiver that is down or slow must not move them.
 #
 #   Benchmarks/webhooks.sh [--n 15000] [--rate 1000] [--transport ws] [--rounds 1] [--down 60] [--after 0]
-#                          [--fill 100000] [--drain-timeout 1800] [--parts side,down,fill] [--bin BIN]
+#                          [--fill 100000] [--drain-timeout 1800] [--parts side,down,fill,tenants] [--bin BIN]
 #
 # The issue's outage is 10 minutes: --down 600 (about 1.2 million messages at 1,000 taps a second).
 # Raw results stay in the printed directory. The relays' SQLite files go there too, or to STORE_DIR
@@ -63,6 +68,8 @@ key=bench-api-key-0123456789abcdef
 port=${LINKRELAY_BENCH_PORT:-18700}
 hooks=$((port + 90))    # the receiver
 control=$((port + 91))  # its control routes
+hooks2=$((port + 92))   # the second tenant's receiver (part tenants)
+control2=$((port + 93))
 secret="whsec_$(head -c 32 /dev/urandom | base64)"
 webhook_flags=(--webhook-url "http://127.0.0.1:$hooks/hooks" --webhook-secret "$secret")
 ulimit -n 20000 2>/dev/null || true
@@ -106,6 +113,7 @@ start_relay() {
 # The machine's load, before each part: other work on the cores shows in every figure.
 note_load() { echo "$1: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/load.txt"; }
 receiver() { curl -sf -X "$1" "http://127.0.0.1:$control/$2" "${@:3}"; }
+receiver2() { curl -sf -X "$1" "http://127.0.0.1:$control2/$2" "${@:3}"; }
 # A relay that is gone (stopped from outside) reads as 0, so that the run still reports what it has.
 cpu_s() { awk '{printf "%.2f\n", ($14 + $15) / 100}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 metric() {  # null when the relay does not answer
@@ -175,7 +183,8 @@ def pct(values, p):
 async def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--base", required=True)
-    p.add_argument("--api-key", required=True)
+    p.add_argument("--api-key", required=True, action="append",
+                   help="several: batches take turns, each key's session ids to --sessions-file.N")
     p.add_argument("--rate", type=float, default=1000)
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--batch", type=int, default=100)
@@ -183,27 +192,28 @@ async def main():
     p.add_argument("--tap-from", default="127.0.0.2")
     p.add_argument("--in-flight", type=int, default=64, help="requests in flight at most")
     a = p.parse_args()
-    headers = {"Authorization": f"Bearer {a.api_key}"}
+    headers = [{"Authorization": f"Bearer {key}"} for key in a.api_key]
     sem = asyncio.Semaphore(a.in_flight)
     locks = {phone: asyncio.Lock() for phone in PHONES}
     counts = {"created": 0, "tapped": 0, "create_failed": 0, "tap_failed": 0, "unmatched": 0}
     errors, landing_ms, per_second = {}, [], {}
-    ids = open(a.sessions_file, "w")
+    ids = [open(a.sessions_file if len(a.api_key) == 1 else f"{a.sessions_file}.{i}", "w")
+           for i in range(len(a.api_key))]
 
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http, \
             aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, local_addr=(a.tap_from, 0))) as taps:
 
-        async def create(phone):
+        async def create(phone, key):
             async with sem:
                 body = {"phoneNumber": phone, "clientRequestId": f"steady-{uuid.uuid4().hex[:12]}"}
-                async with http.post(f"{a.base}/v1/sessions", json=body, headers=headers) as r:
+                async with http.post(f"{a.base}/v1/sessions", json=body, headers=headers[key]) as r:
                     if r.status != 201:
                         counts["create_failed"] += 1
                         return None
                     counts["created"] += 1
                     return await r.json()
 
-        async def land(m, by_target):
+        async def land(m, by_target, key):
             async with sem:
                 async with http.get(m["link"], allow_redirects=False) as r:
                     location = r.headers.get("Location", "")
@@ -223,18 +233,19 @@ async def main():
             landing_ms.append((now - t) * 1000)
             counts["tapped"] += 1
             per_second[int(now - t0)] = per_second.get(int(now - t0), 0) + 1
-            ids.write(s["sessionId"] + "\n")
+            ids[key].write(s["sessionId"] + "\n")
 
         async def batch(k, n):
             phone = PHONES[k % len(PHONES)]
+            key = k % len(headers)
             try:
                 # One batch per number at a time: the newest n links of that number are then this batch's.
                 async with locks[phone]:
-                    sessions = [s for s in await asyncio.gather(*(create(phone) for _ in range(n))) if s]
+                    sessions = [s for s in await asyncio.gather(*(create(phone, key) for _ in range(n))) if s]
                     async with http.get(f"{a.base}/sandbox/outbox", params={"phoneNumber": phone}) as r:
                         messages = (await r.json())["messages"][-len(sessions):] if sessions else []
                 by_target = {s["finalTargetUrl"]: s for s in sessions}
-                await asyncio.gather(*(land(m, by_target) for m in messages))
+                await asyncio.gather(*(land(m, by_target, key) for m in messages))
             except (aiohttp.ClientError, OSError, ValueError, KeyError) as e:
                 errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
 
@@ -255,7 +266,8 @@ async def main():
                 await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
         await asyncio.gather(*pending)
         took = time.monotonic() - t0
-    ids.close()
+    for file in ids:
+        file.close()
     whole = [v for s, v in per_second.items() if 0 < s < int(took) - 1]
     print(json.dumps({
         **counts, "errors": errors, "asked": total, "seconds": round(took, 1),
@@ -374,6 +386,37 @@ if [[ $PARTS == *fill* ]]; then
     stop_relay
 fi
 
+if [[ $PARTS == *tenants* ]]; then
+    note_load tenants
+    echo "== two tenants, two receivers: $RATE sessions/s for $DOWN s; the second's receiver up, refusing, slow" >&2
+    key2=bench-api-key-of-bank-b-0123456789
+    secret2="whsec_$(head -c 32 /dev/urandom | base64)"
+    nice -n "${RECEIVER_NICE:-0}" python3 "$root/Benchmarks/webhook-receiver.py" --port "$hooks2" \
+        --control-port "$control2" --secret "$secret2" >"$out/receiver2.json" 2>"$out/receiver2.err" &
+    receiver2_pid=$!
+    until receiver2 GET stats >/dev/null 2>&1; do sleep 0.05; done
+    echo "{\"tenants\":[{\"name\":\"bank-b\",\"apiKeys\":[\"$key2\"],\"webhook\":{\"url\":\"http://127.0.0.1:$hooks2/hooks\",\"secret\":\"$secret2\"}}]}" \
+        >"$out/tenants.json"
+    for mode in up refuse slow; do
+        receiver2 POST up >/dev/null
+        if [ "$mode" != up ]; then receiver2 POST "down?mode=$mode" >/dev/null; fi
+        start_relay "tenants-$mode" "${webhook_flags[@]}" --tenants "$out/tenants.json"
+        receiver POST mark >/dev/null
+        receiver2 POST mark >/dev/null
+        python3 "$out/sessions.py" --base "http://127.0.0.1:$port" --api-key "$key" --api-key "$key2" --rate "$RATE" \
+            --seconds "$DOWN" --sessions-file "$out/tenants-$mode.ids" 2>>"$out/sessions.err" | tail -1 \
+            >"$out/tenants-$mode.json" || true
+        await_delivered $((2 * $(wc -l <"$out/tenants-$mode.ids.0"))) 120 "$out/tenants-$mode.timeline" >/dev/null
+        record "tenants-$mode" "$out/tenants-$mode.ids.0"
+        echo "{\"window\": $(receiver2 GET stats | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)["window"]))')}" \
+            >"$out/tenants-$mode.second.json"
+        stop_relay
+    done
+    receiver2 POST up >/dev/null
+    kill -TERM "$receiver2_pid" 2>/dev/null || true
+    wait "$receiver2_pid" 2>/dev/null || true
+fi
+
 receiver GET stats | python3 /dev/fd/3 "$out" "$N" "$RATE" "$TRANSPORT" "$DOWN" "$AFTER" 3<<'EOF'
 import json, os, sys
 out, n, rate, transport, down, after = sys.argv[1:]
@@ -444,6 +487,20 @@ if os.path.exists(f"{out}/fill.webhooks.json"):
     print(f"| taps sent in s; failed waiters | {fmt(e.get('tap_s'))}; {fmt(e.get('failed'))} | {fmt(f.get('tap_s'))}; {fmt(f.get('failed'))} | {fmt(d.get('tap_s'))}; {fmt(d.get('failed'))} |")
     w = h.get("window", {})
     print(f"| the backlog and the taps' messages: delivered/s; sessions with both | | | {fmt(w.get('delivered_per_s'))}; {complete(h)} |")
+if os.path.exists(f"{out}/tenants-up.webhooks.json"):
+    print(f"\n| two tenants, {rate} sessions/s in all for {down} s | second's receiver up | refusing | slow (20 s) |\n|---|---|---|---|")
+    runs = [(load(f"tenants-{m}.json"), load(f"tenants-{m}.webhooks.json"), load(f"tenants-{m}.second.json"))
+            for m in ("up", "refuse", "slow")]
+    print("| first tenant: event→delivery p50 / p99 ms | " + " | ".join(
+        fmt(get(h, "window", "event_to_delivery_ms", "p50")) + " / " + fmt(get(h, "window", "event_to_delivery_ms", "p99"))
+        for _, h, _ in runs) + " |")
+    print("| first tenant: delivered/s; sessions with both messages | " + " | ".join(
+        fmt(get(h, "window", "delivered_per_s")) + "; " + complete(h) for _, h, _ in runs) + " |")
+    print("| second tenant: delivered; refused or timed out | " + " | ".join(
+        fmt(get(s, "window", "delivered")) + "; " + fmt(get(s, "window", "refused")) for _, _, s in runs) + " |")
+    print("| sessions tapped (both tenants); landing p50 / p99 ms | " + " | ".join(
+        fmt(o.get("tapped")) + "; " + fmt(get(o, "landing_ms", "p50")) + " / " + fmt(get(o, "landing_ms", "p99"))
+        for o, _, _ in runs) + " |")
 t = json.loads(sys.stdin.read())["total"]
 print(f"\nLoad averages (1, 5, 15 min) before each part: {'; '.join(open(f'{out}/load.txt').read().split(chr(10))).strip('; ')}.")
 print(f"\nSignatures checked with the standardwebhooks library: {fmt(t['verified'])} valid, {fmt(t['verify_failed'])} not.")

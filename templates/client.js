@@ -1,6 +1,7 @@
 // LinkRelay's browser client, served by the relay at /v1/client.js (docs/browser-client.md).
 //
 //   const waiting = LinkRelay.wait(channel, { onTapped, onResult, onExpired, onCancelled, onError });
+//   // onError({status, code, detail}): the relay refused (401, 403, 404, 410, …); the client has stopped.
 //   waiting.close();                                  // stop early; no handler is called after it
 //   await LinkRelay.finish(sessionId, channel);       // the finish hook (Prove's Web SDK said AuthFinish)
 //
@@ -13,8 +14,12 @@
   const TRANSPORTS = ["websocket", "sse", "poll"];
   const EVENT_TYPES = ["waiting", "tapped", "result", "expired", "cancelled"];
   const TERMINAL = ["result", "expired", "cancelled"];
-  // Answers no retry can change: a malformed request, a wrong token, a refused origin, no such session.
-  const FATAL = [400, 401, 403, 404];
+  // Whether an answer is a refusal that no retry can mend: a wrong token (401), a refused origin (403),
+  // no such session (404), one that has gone (410), a malformed request (400). What may pass later is
+  // retried: no answer at all, a 5xx, 429 (too many requests), 408 (a request timeout), a 1012 close.
+  function isRefusal(status) {
+    return status >= 400 && status < 500 && status !== 408 && status !== 429;
+  }
   // Seconds the relay holds a long-poll open (at most 55).
   const POLL_SECONDS = 25;
   // The delay before reconnecting grows from BASE to CAP milliseconds, with jitter, so that a relay
@@ -24,14 +29,17 @@
   const BACKOFF_CAP = 30000;
   const HEALTHY = 5000;
 
-  // An error the client reports: `status` is the relay's HTTP status (0 when none was read) and
-  // `problem` its problem+json body, when it sent one.
+  // An error the client reports, `{status, code, detail}` and more: `status` is the relay's HTTP status
+  // (0 when none was read), `code` the problem's stable `code` word and `detail` its detail (each null
+  // when the answer has none), `problem` the whole problem+json body, when the relay sent one.
   class LinkRelayError extends Error {
     constructor(message, status, problem) {
       super(message);
       this.name = "LinkRelayError";
       this.status = status;
       this.problem = problem || null;
+      this.code = problem && typeof problem.code === "string" ? problem.code : null;
+      this.detail = problem && typeof problem.detail === "string" ? problem.detail : null;
     }
   }
 
@@ -277,30 +285,38 @@
         proven[name] = true;
       }
       if (name === "poll") {
-        if (FATAL.includes(info.status)) return fail(info.status, info.body);
+        if (isRefusal(info.status)) return fail(info.status, info.body);
+        // No answer at all before the first poll: the relay may be down, or the browser refused the
+        // request's CORS preflight (as it does for an origin the relay does not allow): the probe tells.
+        if (!info.opened && !info.status) return probe(name);
         return retry();
       }
       if (info.opened && proven[name]) return retry(); // a drop, or 1012: resume on the same transport
       probe(name);
     }
 
+    // Asks the long-poll endpoint once, at once, why a connection did not open. The probe is a request
+    // the browser sends without a CORS preflight (a GET with the token in the query and no header of
+    // its own), so that it reaches the relay even from an origin the relay refuses, whose 403 the page
+    // can read; a preflight would fail there like a network error, and the client would retry for ever.
     async function probe(name) {
       let answer;
       try {
-        answer = await fetchJSON(url(channel.poll, { after: cursor, timeout: 0 }), {
-          headers: { Authorization: "Bearer " + channel.token },
-        });
+        answer = await fetchJSON(url(channel.poll, { token: channel.token, after: cursor, timeout: 0 }), {});
       } catch (error) {
         // The relay cannot be reached at all (it may be restarting): try the same transport later.
         if (!stopped) retry();
         return;
       }
       if (stopped) return;
-      if (FATAL.includes(answer.status)) return fail(answer.status, answer.body);
+      if (isRefusal(answer.status)) return fail(answer.status, answer.body);
       if (answer.status !== 200 || !answer.body || !Array.isArray(answer.body.events)) return retry();
       answer.body.events.forEach((event) => deliver(event, "probe"));
       if (stopped) return;
       if (answer.body.done) return stop();
+      // The long-poll itself is the transport that did not open: the relay answers a plain GET but not
+      // the transport's (its preflight may be refused on the way), so only a later try can help.
+      if (name === "poll") return retry();
       // The relay answers, but this transport does not reach it (or, if it worked before, no longer
       // does, three times in a row): the next one, at once.
       if (proven[name] && ++refusals < 3) return retry();

@@ -189,13 +189,16 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
         return .success(request)
     }
 
-    /// A body of at most ``maximumBodySize`` bytes that is a JSON object of `knownFields` only: 413
-    /// over the size, 400 otherwise (the detail names the unknown fields). Every API body is read so.
+    /// A body of at most ``maximumBodySize`` bytes that is a JSON object of `knownFields` only, each key
+    /// once at every depth: 413 over the size, 400 otherwise (the detail names the duplicate key or the
+    /// unknown fields). Every API body is read so.
     static func jsonObject(_ data: Data, knownFields: Set<String>) -> Result<[String: JSONValue], Rejection> {
         guard data.count <= maximumBodySize else { return .failure(.tooLarge) }
         guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: data) else {
             return .failure(.malformed("The body must be a JSON object."))
         }
+        // The decoder kept one of a duplicate key's values; another reader of the same body may keep the other.
+        if let duplicate = JSONDuplicateKey.first(in: data) { return .failure(.malformed(duplicate.detail)) }
         let unknown = object.keys.filter { !knownFields.contains($0) }.sorted()
         guard unknown.isEmpty else {
             return .failure(.malformed("Unknown field(s): " + unknown.joined(separator: ", ") + "."))

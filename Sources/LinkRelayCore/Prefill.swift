@@ -18,6 +18,11 @@ public struct PrefillProgress: Codable, Sendable, Equatable {
     public var individual: PrefillIndividual?
     /// `/v3/complete`'s `success`, once asked.
     public var completed: Bool?
+    /// While the individual is kept: when it is erased (`--identity-retention` after the complete step or
+    /// after Prove's 15 minutes, whichever comes first).
+    public var individualKeptUntil: Date?
+    /// When the individual was erased from the store.
+    public var individualErasedAt: Date?
 
     public init(
         next: [String: String], challengeMissing: Bool? = nil, individual: PrefillIndividual? = nil,
@@ -36,6 +41,20 @@ public struct PrefillProgress: Codable, Sendable, Equatable {
 
         /// The relay's name for it: `POST /v1/sessions/{id}/challenge`, `/complete`.
         public var route: String { self == .challenge ? "challenge" : "complete" }
+    }
+
+    /// Keeps the individual at most until `until`: an earlier deadline stays.
+    public mutating func keepIndividual(until: Date) {
+        guard individual != nil else { return }
+        individualKeptUntil = min(individualKeptUntil ?? until, until)
+    }
+
+    /// Erases the individual, keeping when.
+    public mutating func eraseIndividual(at now: Date) {
+        guard individual != nil else { return }
+        individual = nil
+        individualKeptUntil = nil
+        individualErasedAt = now
     }
 
     /// The steps Prove's last `next` offers the backend, in order.

@@ -36,6 +36,13 @@ public struct Session: Codable, Sendable, Equatable {
     public var possession: PossessionType { possessionType ?? .desktop }
     /// Set from the create on, for Pre-Fill sessions only.
     public var prefill: PrefillProgress?
+    /// The tenant whose API key created it; nil for `default`, and for sessions stored before tenants.
+    public var tenant: String?
+    /// When its terminal event came: ended sessions are deleted `--retention` days later.
+    public var endedAt: Date?
+
+    /// The tenant it belongs to: only that tenant's keys see it.
+    public var owner: String { tenant ?? Tenant.defaultName }
 
     public var flow: Flow { prefill == nil ? .unify : .prefill }
 
@@ -81,7 +88,10 @@ public struct Session: Codable, Sendable, Equatable {
         case .expired: state = .expired
         case .cancelled: state = .cancelled
         }
-        if kind.isTerminal { verificationPending = false }
+        if kind.isTerminal {
+            verificationPending = false
+            endedAt = now
+        }
         lastSeq += 1
         return SessionEvent(seq: lastSeq, kind: kind, at: now)
     }

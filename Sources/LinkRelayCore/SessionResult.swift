@@ -1,6 +1,10 @@
 import Foundation
 
 /// Prove's unify-status fields, kept as returned, for the integrator's backend.
+///
+/// `success` says what the result means, as a boolean (`outcome` is `verified`); Prove's own `success`,
+/// a string (`"true"`, `"false"`, `"possession_required"`), is `proveSuccess`. Sessions stored before
+/// kept Prove's string as `success`: it decodes as `proveSuccess`.
 public struct SessionResult: Codable, Sendable, Equatable {
     public struct Evaluation: Codable, Sendable, Equatable {
         public var result: String
@@ -13,7 +17,10 @@ public struct SessionResult: Codable, Sendable, Equatable {
     }
 
     public var outcome: Outcome
-    public var success: String
+    /// Prove's `success` as it answered; nil when the relay ended the session without Prove's answer.
+    public var proveSuccess: String?
+    /// True exactly when the customer is verified.
+    public var success: Bool { outcome == .verified }
     public var phoneNumber: String?
     public var proveId: String?
     public var deviceId: String?
@@ -46,12 +53,12 @@ public struct SessionResult: Codable, Sendable, Equatable {
     }
 
     public init(
-        outcome: Outcome, success: String, phoneNumber: String? = nil, proveId: String? = nil,
+        outcome: Outcome, proveSuccess: String?, phoneNumber: String? = nil, proveId: String? = nil,
         deviceId: String? = nil, clientHumanId: String? = nil, clientRequestId: String? = nil,
         evaluation: [String: Evaluation]? = nil, reason: String? = nil
     ) {
         self.outcome = outcome
-        self.success = success
+        self.proveSuccess = proveSuccess
         self.phoneNumber = phoneNumber
         self.proveId = proveId
         self.deviceId = deviceId
@@ -59,5 +66,43 @@ public struct SessionResult: Codable, Sendable, Equatable {
         self.clientRequestId = clientRequestId
         self.evaluation = evaluation
         self.reason = reason
+    }
+}
+
+extension SessionResult {
+    private enum CodingKeys: String, CodingKey {
+        case outcome, success, proveSuccess, phoneNumber, proveId, deviceId, clientHumanId, clientRequestId
+        case evaluation, reason, binding
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        outcome = try container.decode(Outcome.self, forKey: .outcome)
+        proveSuccess =
+            try container.decodeIfPresent(String.self, forKey: .proveSuccess)
+            ?? (try? container.decodeIfPresent(String.self, forKey: .success))
+        phoneNumber = try container.decodeIfPresent(String.self, forKey: .phoneNumber)
+        proveId = try container.decodeIfPresent(String.self, forKey: .proveId)
+        deviceId = try container.decodeIfPresent(String.self, forKey: .deviceId)
+        clientHumanId = try container.decodeIfPresent(String.self, forKey: .clientHumanId)
+        clientRequestId = try container.decodeIfPresent(String.self, forKey: .clientRequestId)
+        evaluation = try container.decodeIfPresent([String: Evaluation].self, forKey: .evaluation)
+        reason = try container.decodeIfPresent(String.self, forKey: .reason)
+        binding = try container.decodeIfPresent(Binding.self, forKey: .binding)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(outcome, forKey: .outcome)
+        try container.encode(success, forKey: .success)
+        try container.encodeIfPresent(proveSuccess, forKey: .proveSuccess)
+        try container.encodeIfPresent(phoneNumber, forKey: .phoneNumber)
+        try container.encodeIfPresent(proveId, forKey: .proveId)
+        try container.encodeIfPresent(deviceId, forKey: .deviceId)
+        try container.encodeIfPresent(clientHumanId, forKey: .clientHumanId)
+        try container.encodeIfPresent(clientRequestId, forKey: .clientRequestId)
+        try container.encodeIfPresent(evaluation, forKey: .evaluation)
+        try container.encodeIfPresent(reason, forKey: .reason)
+        try container.encodeIfPresent(binding, forKey: .binding)
     }
 }

@@ -26,6 +26,12 @@ public protocol SessionStore: WebhookOutbox {
     func events(sessionID: String, after: Int) async throws -> [SessionEvent]
     /// Every session that is not terminal: what the verifier and the expiry sweeper pick up at start.
     func activeSessions() async throws -> [Session]
+    /// Up to `limit` ids of sessions whose Pre-Fill individual is kept until `date` or earlier
+    /// (`PrefillProgress.individualKeptUntil`), soonest first.
+    func sessionsWithIndividual(keptUntil date: Date, limit: Int) async throws -> [String]
+    /// Deletes up to `limit` sessions that ended (`Session.endedAt`) before `date`, with their events and
+    /// Idempotency-Keys; returns how many went.
+    func deleteSessions(endedBefore date: Date, limit: Int) async throws -> Int
     /// The live sessions counted by state and age (`LiveSessionCount`), for the operators' page: with
     /// PostgreSQL, every instance's. By default through `activeSessions`.
     func liveSessionCounts(at now: Date) async throws -> [LiveSessionCount]

@@ -29,6 +29,8 @@ public struct WebhookMessage: Sendable, Equatable {
     /// `session.tapped`, `session.verified`, …
     public var type: String
     public var sessionId: String
+    /// The session's tenant: its webhook URL and secret send the message, and only its keys list it.
+    public var tenant: String
     public var createdAt: Date
     /// The exact body that is signed and sent, written once when the event happens.
     public var payload: [UInt8]
@@ -38,12 +40,13 @@ public struct WebhookMessage: Sendable, Equatable {
     public var attempts: [Attempt]
 
     public init(
-        id: String? = nil, type: String, sessionId: String, createdAt: Date,
+        id: String? = nil, type: String, sessionId: String, tenant: String = Tenant.defaultName, createdAt: Date,
         payload: [UInt8], state: State = .pending, nextAttemptAt: Date? = nil, attempts: [Attempt] = []
     ) {
         self.id = id ?? Self.newID(at: createdAt)
         self.type = type
         self.sessionId = sessionId
+        self.tenant = tenant
         self.createdAt = createdAt
         self.payload = payload
         self.state = state
@@ -96,17 +99,18 @@ public struct WebhookBacklog: Sendable, Equatable {
 /// The webhook outbox, kept in the sessions' own store so that a message is written with the event it
 /// reports (`SessionStore.update(…reporting:…)`), never without it and never lost after it.
 public protocol WebhookOutbox: Sendable {
-    /// Up to `limit` pending messages due by `now`, oldest due first, each leased until `leaseUntil`:
-    /// until then no other caller (on any instance) claims it again.
-    func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage]
+    /// Up to `limit` of `tenant`'s pending messages due by `now`, oldest due first, each leased until
+    /// `leaseUntil`: until then no other caller (on any instance) claims it again.
+    func claimWebhooks(tenant: String, dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage]
     /// Stores attempts' outcomes, together: each message's state, next attempt and attempts. A message
     /// stays leased until its outcome is stored.
     func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws
-    /// Messages, newest first; every state when `state` is nil.
-    func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage]
-    /// Makes the message pending and due at `now`, whatever its state; nil when there is none.
-    func retryWebhook(id: String, now: Date) async throws -> WebhookMessage?
+    /// `tenant`'s messages, newest first; every state when `state` is nil.
+    func webhookMessages(tenant: String, state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage]
+    /// Makes `tenant`'s message pending and due at `now`, whatever its state; nil when it has none of this id.
+    func retryWebhook(id: String, tenant: String, now: Date) async throws -> WebhookMessage?
     func webhookBacklog() async throws -> WebhookBacklog
-    /// Deletes delivered and failed messages created before `date`.
-    func pruneWebhooks(createdBefore date: Date) async throws
+    /// Deletes up to `limit` delivered messages created before `deliveredBefore` and failed ones created
+    /// before `failedBefore`; returns how many.
+    func pruneWebhooks(deliveredBefore: Date, failedBefore: Date, limit: Int) async throws -> Int
 }

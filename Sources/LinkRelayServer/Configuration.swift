@@ -31,10 +31,16 @@ public struct RelayConfiguration: Sendable {
     public var publicURL = "http://127.0.0.1:8080"
     public var store = Store.sqlite(path: "linkrelay.sqlite")
     public var holdSeconds = 180
-    public var apiKeys: [String] = []
-    /// True when no key was configured and one was made up at start (it is then printed once).
+    /// Every tenant with its keys, webhook and origins (`--api-key`, `--tenants`, `--webhook-url`).
+    public var tenants: [TenantSettings] = []
+    /// True when no key was configured and one was made up at start for `default` (it is then printed once).
     public var apiKeyGenerated = false
+    /// `--allowed-origin`: the origins of every tenant that names none of its own.
     public var allowedOrigins: [String] = []
+    /// Seconds a Pre-Fill individual is kept after the complete step or Prove's 15 minutes (`--identity-retention`).
+    public var identityRetention: TimeInterval = 900
+    /// Days ended sessions and settled webhook messages are kept (`--retention`).
+    public var retentionDays = 7
     public var prove = Prove.sandbox
     public var confirmOnPhone = false
     /// glibc's allocator tuned for memory given back after bursts (`--malloc-tuning on`): see `MemoryTrim`.
@@ -77,10 +83,13 @@ public struct RelayConfiguration: Sendable {
     public var metricsListen: (host: String, port: Int)?
     /// The apps whose Universal Links / App Links the relay's landings are (`--ios-app-id`, ...).
     public var deepLinks = DeepLinks()
-    /// Where session events are POSTed, signed (`--webhook-url`, `--webhook-secret`); nil: no webhooks.
-    public var webhooks: WebhookSettings?
     /// Where SIGUSR1 writes a backup of the SQLite store (`--backup-dir`); nil: SIGUSR1 writes none.
     public var backupDirectory: String?
+
+    /// Every tenant's API keys, in order.
+    public var apiKeys: [String] { tenants.flatMap(\.apiKeys) }
+    /// The default tenant's webhook (`--webhook-url`, `--webhook-secret`, or its entry in `--tenants`).
+    public var webhooks: WebhookSettings? { tenants.first { $0.name == Tenant.defaultName }?.webhook }
 
     /// The process's open-file limit minus 1,024 descriptors kept for everything else (the store,
     /// calls to Prove, the runtime's own). Without that room, a flood of connections took the last
@@ -112,6 +121,8 @@ public struct RelayConfiguration: Sendable {
             ("ios-app-id", "LINKRELAY_IOS_APP_IDS"), ("android-app", "LINKRELAY_ANDROID_APPS"),
             ("app-store-url", "LINKRELAY_APP_STORE_URL"), ("play-store-url", "LINKRELAY_PLAY_STORE_URL"),
             ("webhook-url", "LINKRELAY_WEBHOOK_URL"), ("webhook-secret", "LINKRELAY_WEBHOOK_SECRET"),
+            ("tenants", "LINKRELAY_TENANTS"), ("identity-retention", "LINKRELAY_IDENTITY_RETENTION"),
+            ("retention", "LINKRELAY_RETENTION"),
             ("backup-dir", "LINKRELAY_BACKUP_DIR"),
         ] + Limits.settings.map { ($0.flag, $0.env) }
 
@@ -161,16 +172,6 @@ public struct RelayConfiguration: Sendable {
             } else {
                 throw ConfigurationError("--store: \"\(store)\" is not memory, sqlite:PATH or postgres://...")
             }
-        }
-        let keys = list("api-key")
-        if keys.isEmpty {
-            config.apiKeys = ["lr_" + Secrets.token(length: 32)]
-            config.apiKeyGenerated = true
-        } else {
-            if let short = keys.first(where: { $0.count < 16 }) {
-                throw ConfigurationError("--api-key: a key of \(short.count) characters is too short (at least 16)")
-            }
-            config.apiKeys = keys
         }
         switch value("prove") ?? "sandbox" {
         case "sandbox":
@@ -286,18 +287,110 @@ public struct RelayConfiguration: Sendable {
         } else {
             config.integratorName = URLComponents(string: config.publicURL)?.host ?? config.publicURL
         }
+        var defaultWebhook: WebhookSettings?
         switch (value("webhook-url"), value("webhook-secret")) {
         case (nil, nil): break
-        case (let url?, let secret?): config.webhooks = try WebhookSettings(url: url, secret: secret)
+        case (let url?, let secret?): defaultWebhook = try WebhookSettings(url: url, secret: secret)
         case (nil, _): throw ConfigurationError("--webhook-secret: set --webhook-url too")
         case (_, nil): throw ConfigurationError("--webhook-url: set --webhook-secret too (whsec_ and base64)")
         }
-        let origins = list("allowed-origin")
+        let origins = try list("allowed-origin").map { (text) throws(ConfigurationError) in
+            try checkedOrigin(text, setting: "--allowed-origin")
+        }
         config.allowedOrigins = origins.isEmpty ? [origin(of: config.publicURL)] : origins
+        var tenantsFile: (String, Data)?
+        if let path = value("tenants") {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ConfigurationError("--tenants \(path): cannot read the file")
+            }
+            tenantsFile = (path, data)
+        }
+        config.tenants = try TenantSettings.resolve(
+            keyEntries: list("api-key"), file: tenantsFile, defaultWebhook: defaultWebhook)
+        if config.apiKeys.isEmpty {
+            let key = "lr_" + Secrets.token(length: 32)
+            if let index = config.tenants.firstIndex(where: { $0.name == Tenant.defaultName }) {
+                config.tenants[index].apiKeys = [key]
+            } else {
+                config.tenants.insert(TenantSettings(name: Tenant.defaultName, apiKeys: [key]), at: 0)
+            }
+            config.apiKeyGenerated = true
+        }
+        if let seconds = try number("identity-retention", in: 0...86_400) {
+            config.identityRetention = TimeInterval(seconds)
+        }
+        if let days = try number("retention", in: 1...3650) { config.retentionDays = days }
         if let directory = value("backup-dir") {
             config.backupDirectory = try checkedBackupDirectory(directory, store: config.store)
         }
         return config
+    }
+
+    /// One allowed browser origin (an `--allowed-origin` value, a tenant's `allowedOrigins` entry), in the
+    /// form a browser sends as `Origin`: `scheme://host[:port]`, `https`, or `http` for a loopback host
+    /// (`localhost`, 127.0.0.0/8, `[::1]`). Returned as browsers serialize an origin, so that the gate's
+    /// plain string compare with `Origin` holds: scheme and host in lower case, an IPv6 host in its
+    /// canonical form, and the scheme's default port (443, 80) dropped, since a browser never sends it.
+    /// `null` (what sandboxed frames and local files send, from any site), wildcards, paths (even a
+    /// trailing `/`), queries, fragments, user info, a missing scheme and a host that is no DNS name or
+    /// IP address each stop start-up with one line naming `setting`, the value and the rule.
+    public static func checkedOrigin(_ text: String, setting: String) throws(ConfigurationError) -> String {
+        func refused(_ why: String) -> ConfigurationError {
+            ConfigurationError(
+                "\(setting): \(text.debugDescription) \(why); an allowed origin is scheme://host[:port], https "
+                    + "(http only for localhost, 127.0.0.0/8 or [::1]), with no path, query, user info or wildcard")
+        }
+        if text.lowercased() == "null" {
+            throw refused("is what sandboxed frames and local files send, from any site, so it cannot be allowed")
+        }
+        if text.contains("*") { throw refused("is a wildcard: list each origin") }
+        guard let separator = text.range(of: "://") else { throw refused("has no scheme") }
+        let scheme = text[..<separator.lowerBound].lowercased()
+        guard scheme == "https" || scheme == "http" else { throw refused("is not https or http") }
+        let authority = text[separator.upperBound...]
+        if authority.contains(where: { "/?#\\".contains($0) }) {
+            throw refused("has a path, a query or a fragment (a trailing / too)")
+        }
+        if authority.contains("@") { throw refused("has user info") }
+        // The host (an IPv6 one in brackets), then the port after the last colon outside them.
+        let bracketEnd = authority.hasPrefix("[") ? authority.firstIndex(of: "]") : nil
+        let colon = authority[(bracketEnd ?? authority.startIndex)...].lastIndex(of: ":")
+        let rawHost = authority[..<(colon ?? authority.endIndex)]
+        var port = colon.map { authority[authority.index(after: $0)...] }
+        let host: String
+        let bare: String
+        if authority.hasPrefix("[") {
+            guard let bracketEnd, rawHost.last == "]",
+                let address = IPAddress(authority[authority.index(after: authority.startIndex)..<bracketEnd]),
+                !address.isIPv4, !address.isIPv4Mapped
+            else { throw refused("has no valid host") }
+            bare = address.description
+            host = "[" + bare + "]"
+        } else {
+            host = rawHost.lowercased()
+            bare = host
+            let labels = host.split(separator: ".", omittingEmptySubsequences: false)
+            let isName =
+                (1...253).contains(host.count)
+                && labels.allSatisfy { label in
+                    (1...63).contains(label.count) && label.first != "-" && label.last != "-"
+                        && label.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+                }
+            // A host that ends in a number is an IPv4 address to a browser (`127.1` is 127.0.0.1): only the
+            // dotted-quad form is taken, as the browser would send it.
+            let endsInNumber = labels.last.map { !$0.isEmpty && $0.allSatisfy(\.isNumber) } ?? false
+            guard isName, !endsInNumber || IPAddress(host)?.isIPv4 == true else { throw refused("has no valid host") }
+        }
+        if let given = port {
+            guard (1...5).contains(given.count), given.allSatisfy({ $0.isASCII && $0.isNumber }),
+                let number = Int(given), (1...65535).contains(number)
+            else { throw refused("has a port that is not 1-65535") }
+            port = number == (scheme == "https" ? 443 : 80) ? nil : Substring(String(number))
+        }
+        guard scheme == "https" || isLoopback(bare) else {
+            throw refused("is http on a host that is not loopback: use https")
+        }
+        return scheme + "://" + host + (port.map { ":" + $0 } ?? "")
     }
 
     /// `--backup-dir` is for the SQLite store (PostgreSQL has its own tools), and must be a directory the
@@ -345,12 +438,16 @@ public struct RelayConfiguration: Sendable {
         return url
     }
 
-    /// `scheme://host[:port]` of a URL.
+    /// `scheme://host[:port]` of a URL, as a browser sends it in `Origin`: scheme and host in lower case,
+    /// without the scheme's default port.
     static func origin(of url: String) -> String {
-        guard let components = URLComponents(string: url), let scheme = components.scheme, let host = components.host
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+            let host = components.host?.lowercased()
         else { return url }
         let hostPart = host.contains(":") ? "[\(host)]" : host
-        return components.port.map { "\(scheme)://\(hostPart):\($0)" } ?? "\(scheme)://\(hostPart)"
+        let defaultPort = ["http": 80, "ws": 80, "https": 443, "wss": 443][scheme]
+        guard let port = components.port, port != defaultPort else { return "\(scheme)://\(hostPart)" }
+        return "\(scheme)://\(hostPart):\(port)"
     }
 
     /// Finds a free port before the server starts, so that the public URL is known up front.

@@ -83,7 +83,7 @@ public func buildLinkRelay(
         (store, postgres) = (opened, opened)
     }
 
-    let metrics = RelayMetrics(clock: clock)
+    let metrics = RelayMetrics(clock: clock, tenants: configuration.tenants.map(\.name))
     metrics.connectionCap(configuration.maxConnections)
     // The process-wide client: it lives as long as the process, so no path can leave it unshut.
     let httpClient = HTTPClient.shared
@@ -132,14 +132,18 @@ public func buildLinkRelay(
     }
 
     let hub = ChannelHub()
-    let webhookSender = configuration.webhooks.map {
-        WebhookSender(settings: $0, outbox: store, clock: clock, metrics: metrics, logger: logger)
-    }
+    let webhooks = configuration.tenants.compactMap { tenant in tenant.webhook.map { (tenant.name, $0) } }
+    let webhookSender =
+        webhooks.isEmpty
+        ? nil : WebhookSender(webhooks: webhooks, outbox: store, clock: clock, metrics: metrics, logger: logger)
     let service = SessionService(
         store: store, bus: hub, prove: BreakerProveClient(wrapped: prove, breaker: breaker, clock: clock), clock: clock,
         metrics: metrics, logger: logger,
         publicURL: configuration.publicURL, defaultHold: configuration.holdSeconds,
-        webhooks: webhookSender.map { sender in WebhookReporter(committed: sender.wake) })
+        webhooks: webhookSender.map { sender in
+            WebhookReporter(tenants: Set(webhooks.map(\.0)), committed: sender.wake)
+        },
+        identityRetention: configuration.identityRetention)
     let pages = try await Pages.load(directory: configuration.templatesDirectory, sandbox: sandbox != nil)
     let draining = Draining()
     let securityEvents = SecurityEvents(metrics: metrics, logger: logger, clock: clock)
@@ -161,11 +165,13 @@ public func buildLinkRelay(
     let operations = OpsController(
         service: service, draining: draining, listener: listener, liveSessions: liveSessions)
     let gate = ChannelGate(
-        store: store, allowedOrigins: Set(configuration.allowedOrigins), securityEvents: securityEvents)
+        store: store, origins: AllowedOrigins(defaults: configuration.allowedOrigins, tenants: configuration.tenants),
+        securityEvents: securityEvents)
     let channels = ChannelsController(gate: gate, limits: limits)
+    let apiKeys = APIKeys(tenants: configuration.tenants)
     let sessions = SessionsController(
-        service: service, apiKeys: configuration.apiKeys, publicURL: configuration.publicURL, limits: limits, gate: gate
-    )
+        service: service, apiKeys: apiKeys, tenants: configuration.tenants, publicURL: configuration.publicURL,
+        limits: limits, gate: gate)
     let routes = Routes(
         landing: LandingController(
             service: service, pages: pages, limits: limits, repeatLandings: RepeatLandings(),
@@ -178,10 +184,12 @@ public func buildLinkRelay(
         opsPage: OpsPage(
             metrics: metrics, live: liveSessions, sharedStore: postgres != nil, breaker: breaker,
             webhooks: webhookSender,
-            apiKeys: configuration.apiKeys, pages: pages, limits: limits, clock: clock),
+            apiKeys: apiKeys, pages: pages, limits: limits, clock: clock),
         pages: pages,
         demo: sandbox.map {
-            DemoController(service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL)
+            DemoController(
+                service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL,
+                securityEvents: securityEvents)
         },
         sandbox: sandbox.map(SandboxController.init),
         apiDescription: try APIDescription.load(
@@ -244,6 +252,7 @@ public func buildLinkRelay(
             Teardown(store: store, logger: logger),
             Verifier(service: service),
             ExpirySweeper(service: service),
+            RetentionSweeper(service: service, retentionDays: configuration.retentionDays),
             ChannelHeartbeat(hub: hub, clock: clock),
             MemoryTrim(
                 tunesGlibc: configuration.mallocTuning, activity: { hub.activity },

@@ -15,8 +15,24 @@ struct Serve: AsyncParsableCommand {
             "memory, sqlite:PATH or postgres://USER@HOST[:PORT]/DB (LINKRELAY_STORE, default sqlite:linkrelay.sqlite).")
     var store: String?
     @Option(help: "Seconds a session waits for the tap, at most 600 (LINKRELAY_HOLD, default 180).") var hold: String?
-    @Option(help: "Server-to-server API key; repeatable or comma-separated (LINKRELAY_API_KEY).") var apiKey: [String] =
-        []
+    @Option(
+        help:
+            "Server-to-server API key, KEY (tenant default) or TENANT:KEY; repeatable or comma-separated (LINKRELAY_API_KEY)."
+    )
+    var apiKey: [String] = []
+    @Option(
+        help: "JSON file of tenants: their API keys, webhook and allowed origins (LINKRELAY_TENANTS); see the README.")
+    var tenants: String?
+    @Option(
+        help:
+            "Seconds a Pre-Fill individual is kept after the complete step or Prove's 15 minutes, 0-86400 (LINKRELAY_IDENTITY_RETENTION, default 900)."
+    )
+    var identityRetention: String?
+    @Option(
+        help:
+            "Days ended sessions and delivered or failed webhook messages are kept, 1-3650 (LINKRELAY_RETENTION, default 7)."
+    )
+    var retention: String?
     @Option(help: "Browser origin allowed on channels; repeatable (LINKRELAY_ALLOWED_ORIGINS).")
     var allowedOrigin: [String] = []
     @Option(help: "sandbox, uat, prod or a base URL (LINKRELAY_PROVE, default sandbox).") var prove: String?
@@ -119,7 +135,8 @@ struct Serve: AsyncParsableCommand {
             ("body-timeout", bodyTimeout), ("drain-delay", drainDelay), ("sandbox-public", sandboxPublic),
             ("metrics-listen", metricsListen), ("app-store-url", appStoreUrl), ("play-store-url", playStoreUrl),
             ("limit-finish-per-session", limitFinishPerSession), ("webhook-url", webhookUrl),
-            ("webhook-secret", webhookSecret), ("backup-dir", backupDir),
+            ("webhook-secret", webhookSecret), ("tenants", tenants), ("identity-retention", identityRetention),
+            ("retention", retention), ("backup-dir", backupDir),
         ] {
             if let value { flags[name] = [value] }
         }

@@ -42,6 +42,24 @@ enum ChannelClient {
         }
     }
 
+    /// `webSocket(_:)` on a plain socket that sends `Origin: origin`, as a browser on that page would:
+    /// WSClient sends the URL's own `ws://host` as its Origin, which no `--allowed-origin` may name.
+    static func webSocket(_ url: String, origin: String) -> AsyncThrowingStream<WireEvent, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    let socket = try await RawWebSocket.open(
+                        url, headers: "Origin: \(origin)\r\n", onEvent: { continuation.yield($0) })
+                    if !socket.upgraded { throw SSEError.status(0) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
     struct SSEMessage: Equatable {
         var id: String?
         var event: String?
@@ -106,10 +124,11 @@ struct RawWebSocket {
 
     /// Opens `url`, sends `frames` (raw bytes, see `clientFrame`) straight after the handshake, and
     /// reads until the server's close frame (or until the server closes the connection). `onFrame`
-    /// hears the opcode of each frame as it arrives. The client never answers a ping.
+    /// hears the opcode of each frame as it arrives, `onEvent` each event. The client never answers a ping.
     static func open(
         _ url: String, headers: String = "", frames: [UInt8] = [],
-        onFrame: @escaping @Sendable (UInt8) -> Void = { _ in }
+        onFrame: @escaping @Sendable (UInt8) -> Void = { _ in },
+        onEvent: @escaping @Sendable (WireEvent) -> Void = { _ in }
     ) async throws -> RawWebSocket {
         let components = try #require(URLComponents(string: url))
         let port = try #require(components.port)
@@ -117,14 +136,15 @@ struct RawWebSocket {
         let handshake =
             "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
             + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\(headers)\r\n"
-        let heard = Locked(0)
+        let heard = Locked((frames: 0, events: 0))
         let bytes = try await rawExchangeBytes(port: port, Array(handshake.utf8) + frames) { received in
             guard let socket = try? RawWebSocket(bytes: received) else { return false }
-            let new = heard.withLock { count in
-                defer { count = socket.opcodes.count }
-                return socket.opcodes.dropFirst(count)
+            let (newFrames, newEvents) = heard.withLock { count in
+                defer { count = (socket.opcodes.count, socket.events.count) }
+                return (socket.opcodes.dropFirst(count.frames), socket.events.dropFirst(count.events))
             }
-            for opcode in new { onFrame(opcode) }
+            for opcode in newFrames { onFrame(opcode) }
+            for event in newEvents { onEvent(event) }
             return socket.closeCode != nil
         }
         return try RawWebSocket(bytes: bytes)

@@ -372,4 +372,107 @@ struct ConfigurationTests {
         #expect(try resolve(["public-url": [url]]).publicURL == url)
         #expect(throws: ConfigurationError.self) { try resolve(["public-url": [url + "x"]]) }
     }
+
+    /// Allowed origins as written, and as the relay keeps them: the form a browser sends in `Origin`.
+    static let acceptedOrigins: [(given: String, kept: String)] = [
+        ("https://app.example", "https://app.example"),
+        ("https://app.example:8443", "https://app.example:8443"),
+        ("HTTPS://App.Example", "https://app.example"),
+        ("https://app.example:443", "https://app.example"),
+        ("https://xn--bcher-kva.example", "https://xn--bcher-kva.example"),
+        ("https://203.0.113.9", "https://203.0.113.9"),
+        ("http://localhost:3000", "http://localhost:3000"),
+        ("http://LOCALHOST", "http://localhost"),
+        ("http://127.0.0.1:19600", "http://127.0.0.1:19600"),
+        ("http://127.8.9.10:80", "http://127.8.9.10"),
+        ("http://[::1]:8080", "http://[::1]:8080"),
+        ("http://[0:0:0:0:0:0:0:1]", "http://[::1]"),
+        ("https://[2001:DB8::1]", "https://[2001:db8::1]"),
+    ]
+
+    @Test("An allowed origin is kept as a browser sends it: lower case, no default port", arguments: acceptedOrigins)
+    func acceptedOrigin(_ origin: (given: String, kept: String)) throws {
+        #expect(try RelayConfiguration.checkedOrigin(origin.given, setting: "--allowed-origin") == origin.kept)
+        #expect(try resolve(["allowed-origin": [origin.given]]).allowedOrigins == [origin.kept])
+        #expect(try resolve([:], ["LINKRELAY_ALLOWED_ORIGINS": origin.given]).allowedOrigins == [origin.kept])
+    }
+
+    /// Values that are no origin a browser sends, or one that must never be allowed, and a word of why.
+    static let refusedOrigins: [(given: String, why: String)] = [
+        ("null", "sandboxed frames"),
+        ("NULL", "sandboxed frames"),
+        ("*", "wildcard"),
+        ("https://*.example.com", "wildcard"),
+        ("127.0.0.1:19600", "no scheme"),
+        ("app.example", "no scheme"),
+        ("//app.example", "no scheme"),
+        ("https://app.example/", "path"),
+        ("https://app.example/login", "path"),
+        ("https://app.example?x=1", "query"),
+        ("https://app.example#top", "fragment"),
+        ("https://user@app.example", "user info"),
+        ("https://user:pass@app.example", "user info"),
+        ("http://app.example", "use https"),
+        ("http://10.0.0.5:8080", "use https"),
+        ("http://[2001:db8::1]", "use https"),
+        ("http://localhost.evil.example", "use https"),
+        ("ws://127.0.0.1", "not https or http"),
+        ("file://", "not https or http"),
+        ("https://", "no valid host"),
+        ("https://app_example.com", "no valid host"),
+        ("https://app..example", "no valid host"),
+        ("https://app.example.", "no valid host"),
+        ("https://-app.example", "no valid host"),
+        ("https://bücher.example", "no valid host"),
+        ("https://127.1", "no valid host"),
+        ("https://[::1", "no valid host"),
+        ("https://[127.0.0.1]", "no valid host"),
+        ("https://[::ffff:127.0.0.1]", "no valid host"),
+        ("https://app.example:", "port"),
+        ("https://app.example:0", "port"),
+        ("https://app.example:65536", "port"),
+        ("https://app.example:+80", "port"),
+        ("https://app example", "no valid host"),
+    ]
+
+    @Test("A value that is no origin stops start-up with one line naming it and the rule", arguments: refusedOrigins)
+    func refusedOrigin(_ origin: (given: String, why: String)) {
+        for (flags, environment) in [
+            (["allowed-origin": ["https://good.example", origin.given]], [String: String]()),
+            ([:], ["LINKRELAY_ALLOWED_ORIGINS": "https://good.example," + origin.given]),
+        ] {
+            do {
+                let config = try resolve(flags, environment)
+                Issue.record("\(origin.given) was kept as \(config.allowedOrigins)")
+            } catch {
+                let line = error.description
+                #expect(line.hasPrefix("--allowed-origin: \"\(origin.given)\" "), "\(line)")
+                #expect(line.contains(origin.why), "\(line)")
+                #expect(line.contains("scheme://host[:port]"), "the rule: \(line)")
+                #expect(!line.contains("\n"))
+            }
+        }
+    }
+
+    @Test("The setting a refusal names is the caller's, for a tenant's list too")
+    func originSettingNamed() {
+        #expect(throws: ConfigurationError.self) {
+            try RelayConfiguration.checkedOrigin("null", setting: "--tenants acme: allowedOrigins")
+        }
+        do {
+            _ = try RelayConfiguration.checkedOrigin("https://a.example/\n", setting: "--tenants acme: allowedOrigins")
+            Issue.record("a path was taken")
+        } catch {
+            #expect(error.description.hasPrefix("--tenants acme: allowedOrigins: \"https://a.example/\\n\""))
+            #expect(!error.description.contains("\n"), "a newline in the value is written escaped: one line")
+        }
+    }
+
+    @Test("The default origin, the public URL's, is written as a browser sends it")
+    func defaultOriginNormalized() throws {
+        let defaultPort = try resolve(["public-url": ["https://Relay.Example:443/base"]])
+        #expect(defaultPort.allowedOrigins == ["https://relay.example"])
+        let otherPort = try resolve(["public-url": ["https://relay.example:8443"]])
+        #expect(otherPort.allowedOrigins == ["https://relay.example:8443"])
+    }
 }

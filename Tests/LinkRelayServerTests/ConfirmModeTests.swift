@@ -14,11 +14,12 @@ struct ConfirmModeTests {
         return try #require(prove.header("Location"))
     }
 
-    private func post(_ relay: TestRelay, _ url: String, choice: String, origin: String? = nil) async throws
-        -> HTTPAnswer
-    {
+    private func post(
+        _ relay: TestRelay, _ url: String, choice: String, origin: String? = nil, fetchSite: String? = nil
+    ) async throws -> HTTPAnswer {
         var headers = [("Content-Type", "application/x-www-form-urlencoded")]
         if let origin { headers.append(("Origin", origin)) }
+        if let fetchSite { headers.append(("Sec-Fetch-Site", fetchSite)) }
         return try await relay.request(.POST, url, headers: headers, body: "choice=\(choice)")
     }
 
@@ -43,7 +44,8 @@ struct ConfirmModeTests {
             #expect(try await relay.session(created.sessionId).events.map(\.type) == ["waiting"])
             #expect(await sandbox.callCount("unify-status") == 0, "no one asked Prove")
 
-            let confirmed = try await post(relay, url, choice: "confirm", origin: relay.base)
+            // As a browser posts the page's own form: its `no-referrer` policy makes the Origin `null`.
+            let confirmed = try await post(relay, url, choice: "confirm", origin: "null", fetchSite: "same-origin")
             #expect(confirmed.status == 303)
             #expect(confirmed.header("Location").map { url.hasSuffix($0) } == true)
             let events = try await relay.pollUntilDone(created)
@@ -109,9 +111,13 @@ struct ConfirmModeTests {
             let created = try await relay.createSession()
             let url = try await landingURL(relay)
             #expect(try await post(relay, url, choice: "confirm", origin: "https://evil.example").status == 403)
+            // A sandboxed frame on another site says `null` too, but cross-site.
+            #expect(
+                try await post(relay, url, choice: "confirm", origin: "null", fetchSite: "cross-site").status == 403)
+            #expect(try await post(relay, url, choice: "confirm", origin: "null").status == 403)
             // A security event: counted and logged, without the address.
             let metrics = try await relay.request(.GET, "/metrics").body
-            #expect(metrics.contains("linkrelay_security_events_total{event=\"confirm_origin_refused\"} 1"))
+            #expect(metrics.contains("linkrelay_security_events_total{event=\"confirm_origin_refused\"} 3"))
             #expect(relay.logs.all.contains { $0.contains("Confirm form refused") && !$0.contains("127.0.0.1") })
             #expect(try await post(relay, url, choice: "maybe").status == 400)
             #expect(try await post(relay, url + "x", choice: "confirm").status == 400, "a bad authId")

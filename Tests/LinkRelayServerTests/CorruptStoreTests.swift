@@ -231,7 +231,7 @@ struct CorruptStoreStartTests {
         let restored = try await SQLiteSessionStore.open(path: path, logger: quietLogger(), checkpointInterval: nil)
         var found: [String?] = []
         for id in ids { found.append((try? await restored.session(id: id))?.id) }
-        let queued = try? await restored.webhookMessages(state: .pending, limit: 10)
+        let queued = try? await restored.webhookMessages(tenant: Tenant.defaultName, state: .pending, limit: 10)
         try await restored.close()
         #expect(found == ids.map(Optional.some))
         #expect(queued?.map(\.sessionId) == [ids[0]], "the queued webhook message came back too")

@@ -33,12 +33,16 @@ struct DemoPrefillTests {
             try await answer(RelayRequest(.GET, target))
         }
 
-        func post(_ path: String, _ fields: [(String, String)]) async throws -> Page {
+        /// A form as a browser posts it; from a page of `origin` when given (browsers send `Origin` on a POST),
+        /// with `Sec-Fetch-Site` when given.
+        func post(
+            _ path: String, _ fields: [(String, String)], origin: String? = nil, fetchSite: String? = nil
+        ) async throws -> Page {
             let form = fields.map { "\($0)=\($1.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
-            return try await answer(
-                RelayRequest(
-                    .POST, path, headers: ["Content-Type": "application/x-www-form-urlencoded"],
-                    body: form.joined(separator: "&")))
+            var headers: HTTPHeaders = ["Content-Type": "application/x-www-form-urlencoded"]
+            if let origin { headers.add(name: "Origin", value: origin) }
+            if let fetchSite { headers.add(name: "Sec-Fetch-Site", value: fetchSite) }
+            return try await answer(RelayRequest(.POST, path, headers: headers, body: form.joined(separator: "&")))
         }
 
         private func answer(_ request: RelayRequest) async throws -> Page {
@@ -156,5 +160,61 @@ struct DemoPrefillTests {
         let unifySession = [("session", unify.body.firstMatch(of: /ses_[A-Za-z0-9]+/).map { String($0.output) } ?? "")]
         let token = unify.body.firstMatch(of: /data-token="([^"]+)"/).map { String($0.output.1) } ?? ""
         #expect(try await demo.post("/demo/prefill/complete", unifySession + [("token", token)]).status == 404)
+    }
+
+    @Test("A demo form posted from another origin is 403, the friendly page, and changes or shows nothing")
+    func foreignOrigin() async throws {
+        let relay = try await TestRelay.unstarted()
+        let demo = Demo(relay: relay)
+        let own = "http://127.0.0.1:8080"
+        let evil = "https://evil.example"
+        // A page elsewhere that learned a verified session's channel token asks for the person.
+        let (_, session) = try await demo.start([("dob", "1982-07-19")])
+        try await demo.tap(session)
+        let stolen = try await demo.post("/demo/prefill/challenge", session, origin: evil)
+        #expect(stolen.status == 403 && stolen.body.contains("<html"), "the friendly page")
+        #expect(!stolen.body.contains("Marcia") && !stolen.body.contains("Longo") && !stolen.body.contains("Mallard"))
+        #expect(try await relay.store.session(id: session[0].1)?.prefill?.individual == nil, "Prove was not asked")
+        let fields = [("firstName", "Marcia"), ("lastName", "Longo")]
+        #expect(try await demo.post("/demo/prefill/complete", session + fields, origin: evil).status == 403)
+        #expect(try await relay.store.session(id: session[0].1)?.prefill?.completed == nil)
+
+        let outbox = await relay.sandbox?.outbox(phoneNumber: Self.marcia).count
+        for (path, form) in [
+            ("/demo", [("phoneNumber", "2001004014")]), ("/demo/prefill", [("phoneNumber", Self.marcia)]),
+            ("/demo/resend", [("phoneNumber", Self.marcia)]),
+            ("/demo/change-number", [("from", Self.marcia), ("to", "2001004014")]),
+        ] {
+            let page = try await demo.post(path, form, origin: evil)
+            #expect(page.status == 403 && page.body.contains("<html"), "\(path)")
+            let null = try await demo.post(path, form, origin: "null", fetchSite: "cross-site")
+            #expect(null.status == 403, "\(path) from a sandboxed frame elsewhere")
+        }
+        #expect(await relay.sandbox?.outbox(phoneNumber: Self.marcia).count == outbox, "no link sent again")
+        #expect(await relay.sandbox?.outbox(phoneNumber: "2001004014").isEmpty == true, "no session started")
+        let metrics = await relay.respond(to: RelayRequest(.GET, "/metrics")).map { String(buffer: $0.body) } ?? ""
+        #expect(metrics.contains(#"linkrelay_security_events_total{event="demo_origin_refused"} 10"#), "\(metrics)")
+
+        #expect(try await demo.post("/demo", [("phoneNumber", "2001004014")], origin: "null").status == 403)
+
+        // The relay's own page, and a form without Origin (a browser that sends none), go on as before. Under
+        // the pages' `Referrer-Policy: no-referrer` a browser sends the relay's own form with `Origin: null`
+        // and `Sec-Fetch-Site: same-origin`.
+        let person = try await demo.post("/demo/prefill/challenge", session, origin: own)
+        #expect(person.status == 200 && person.value("firstName") == "Marcia")
+        let ownNull = try await demo.post("/demo/prefill/challenge", session, origin: "null", fetchSite: "same-origin")
+        #expect(ownNull.status == 200 && ownNull.value("firstName") == "Marcia")
+        #expect(try await demo.post("/demo/resend", [("phoneNumber", Self.marcia)], origin: own).status == 303)
+        #expect(try await demo.post("/demo", [("phoneNumber", "2001004014")]).status == 200)
+    }
+
+    @Test("A demo form that names a field twice is 400 and starts nothing")
+    func duplicateFormField() async throws {
+        let relay = try await TestRelay.unstarted()
+        let demo = Demo(relay: relay)
+        let twice = try await demo.post("/demo", [("phoneNumber", "2001004014"), ("phone%4Eumber", "2001004018")])
+        #expect(twice.status == 400)
+        #expect(await relay.sandbox?.outbox(phoneNumber: "2001004014").isEmpty == true)
+        #expect(await relay.sandbox?.outbox(phoneNumber: "2001004018").isEmpty == true)
     }
 }

@@ -26,7 +26,7 @@ struct HandWrittenJSONTests {
         full.version = 3
         var ended = full
         ended.result = SessionResult(
-            outcome: .failed, success: "false", phoneNumber: "2001004014", proveId: "p", deviceId: nil,
+            outcome: .failed, proveSuccess: "false", phoneNumber: "2001004014", proveId: "p", deviceId: nil,
             clientHumanId: "h", clientRequestId: "r",
             evaluation: [
                 "risk": .init(result: "pass"),

@@ -61,9 +61,16 @@ struct LogHygieneTests {
         }
     }
 
-    @Test("A whole Pre-Fill flow at trace level logs no identity: no name, date of birth, SSN, address or phone")
+    @Test(
+        "A whole Pre-Fill flow at trace level, with webhooks and the erasure, logs no identity: no name, date of birth, SSN, address or phone"
+    )
     func prefillLogsNoIdentity() async throws {
-        try await TestRelay.run { relay in
+        // Webhooks to a port nothing listens on: every attempt fails, and the breaker's lines are logged too.
+        let flags = [
+            "identity-retention": ["0"], "webhook-url": ["http://127.0.0.1:9/hook"],
+            "webhook-secret": [WebhookFixtures.secret],
+        ]
+        try await TestRelay.run(flags: flags) { relay in
             let phone = PrefillSessionTests.marcia
             let created = try await PrefillSessionTests.create(relay, #","dob":"1982-07-19""#)
             _ = try await relay.tap(phone: phone)
@@ -73,7 +80,8 @@ struct LogHygieneTests {
             let person = try #require(try challenge.json(PrefillSessionTests.Step.self).individual)
             let confirmed = String(decoding: try JSONEncoder().encode(["individual": person]), as: UTF8.self)
             #expect(try await PrefillSessionTests.step(relay, created.sessionId, "complete", confirmed).status == 200)
-            _ = try await relay.api(.GET, "/v1/sessions/\(created.sessionId)")
+            let erased = try await relay.api(.GET, "/v1/sessions/\(created.sessionId)").body
+            #expect(erased.contains("individualErasedAt"), "--identity-retention 0: erased at the complete step")
             // Refusals too: a bad body, and a step out of order.
             _ = try await PrefillSessionTests.step(relay, created.sessionId, "challenge", #"{"ssn":"470806227x"}"#)
             _ = try await PrefillSessionTests.step(relay, created.sessionId, "challenge", #"{"ssn":"470806227"}"#)

@@ -118,8 +118,8 @@ struct OpsTests {
     func countersAfterVerified() async throws {
         try await TestRelay.run { relay in
             let before = try await relay.metrics()
-            #expect(before.value("linkrelay_sessions_created_total") == 0)
-            #expect(before.value(#"linkrelay_outcomes_total{outcome="verified"}"#) == 0)
+            #expect(before.value(#"linkrelay_sessions_created_total{tenant="default"}"#) == 0)
+            #expect(before.value(#"linkrelay_outcomes_total{outcome="verified",tenant="default"}"#) == 0)
 
             let created = try await relay.createSession()
             let (landing, _) = try await relay.tap()
@@ -127,12 +127,12 @@ struct OpsTests {
             let events = try await relay.pollUntilDone(created)
             #expect(events.last?.outcome == "verified")
 
-            let verified = #"linkrelay_outcomes_total{outcome="verified"}"#
+            let verified = #"linkrelay_outcomes_total{outcome="verified",tenant="default"}"#
             let metrics = try await relay.metrics { $0.value(verified) == 1 }
-            #expect(metrics.value("linkrelay_sessions_created_total") == 1)
+            #expect(metrics.value(#"linkrelay_sessions_created_total{tenant="default"}"#) == 1)
             #expect(metrics.value(#"linkrelay_landings_total{result="accepted"}"#) == 1)
             #expect(metrics.value(verified) == 1)
-            #expect(metrics.value(#"linkrelay_outcomes_total{outcome="failed"}"#) == 0)
+            #expect(metrics.value(#"linkrelay_outcomes_total{outcome="failed",tenant="default"}"#) == 0)
             #expect(
                 !metrics.samples("linkrelay_prove_calls_total", labels: ["endpoint": "unify", "status": "200"]).isEmpty)
             #expect(
@@ -192,7 +192,7 @@ struct OpsTests {
             let poll = try await relay.request(.GET, "/v1/sessions/\(id)/poll?timeout=0&token=\(token)")
             #expect(poll.status == 200)
             #expect(try poll.json(PollAnswer.self).events.map(\.type) == ["waiting"])
-            #expect(try await relay.metrics().value("linkrelay_sessions_created_total") == 1)
+            #expect(try await relay.metrics().value(#"linkrelay_sessions_created_total{tenant="default"}"#) == 1)
         }
     }
 
@@ -205,7 +205,7 @@ struct OpsTests {
             #expect((400..<500).contains(answer.status))
             #expect(answer.header("Content-Type")?.hasPrefix("text/html") == true)
             expectSafePage(answer, base: relay.base)
-            #expect(try await relay.metrics().value("linkrelay_sessions_created_total") == 0)
+            #expect(try await relay.metrics().value(#"linkrelay_sessions_created_total{tenant="default"}"#) == 0)
         }
     }
 

@@ -61,14 +61,16 @@ struct PrefillServiceTests {
     func validateThenSteps() async throws {
         let session = try await verified()
         #expect(session.state == .verified)
-        #expect(session.result?.success == "true")
+        #expect(session.result?.success == true)
+        #expect(session.result?.proveSuccess == "true")
         #expect(session.prefill?.offeredSteps == [.challenge])
-        let found = try await service.challenge(sessionID: session.id, .init())
+        let found = try await service.challenge(sessionID: session.id, tenant: Tenant.defaultName, .init())
         #expect(found.individual?.lastName == "Pinson")
         let stored = try #require(try await store.session(id: session.id))
         #expect(stored.prefill?.individual?.dob == "1981-01-17")
         #expect(stored.prefill?.offeredSteps == [.complete])
-        let done = try await service.complete(sessionID: session.id, try #require(stored.prefill?.individual))
+        let done = try await service.complete(
+            sessionID: session.id, tenant: Tenant.defaultName, try #require(stored.prefill?.individual))
         #expect(done.success)
         #expect(try await store.session(id: session.id)?.prefill?.completed == true)
     }
@@ -77,7 +79,9 @@ struct PrefillServiceTests {
     func flowLifetime() async throws {
         let session = try await verified()
         clock.advance(by: SessionService.proveFlowLifetime)
-        await #expect(throws: SessionError.self) { _ = try await service.challenge(sessionID: session.id, .init()) }
+        await #expect(throws: SessionError.self) {
+            _ = try await service.challenge(sessionID: session.id, tenant: Tenant.defaultName, .init())
+        }
         #expect(try await store.session(id: session.id)?.prefill?.offeredSteps == [.challenge])
     }
 

@@ -7,7 +7,7 @@ import Testing
 /// `onError`): browsers hide a cross-origin answer that lacks `Access-Control-Allow-Origin`.
 @Suite("Refusals a page of an allowed origin can read", .timeLimit(.minutes(1)))
 struct ReadableRefusalTests {
-    static let page = "http://shop.example"
+    static let page = "https://shop.example"
     static let flags = ["allowed-origin": [page]]
 
     @Test(
@@ -51,22 +51,27 @@ struct ReadableRefusalTests {
         }
     }
 
-    @Test("A refused origin's answer stays without Access-Control-Allow-Origin")
+    @Test("A refused origin reads its 403 (so the browser client stops), which tells nothing of the session")
     func foreignOrigin() async throws {
         try await TestRelay.run(flags: Self.flags) { relay in
             let created = try await relay.createSession()
             let token = created.channel.token
+            let evil = ("Origin", "https://evil.example")
             for answer in [
                 try await relay.request(
-                    .GET, "/v1/sessions/\(created.sessionId)/poll?timeout=0&token=\(token)",
-                    headers: [("Origin", "http://evil.example")]),
+                    .GET, "/v1/sessions/\(created.sessionId)/poll?timeout=0&token=\(token)", headers: [evil]),
+                try await relay.request(.GET, "/v1/sessions/ses_unknown/poll?timeout=0&token=wrong", headers: [evil]),
                 try await relay.request(
                     .POST, "/v1/sessions/\(created.sessionId)/finish",
-                    headers: [("Origin", "http://evil.example"), ("Authorization", "Bearer \(token)")]),
+                    headers: [evil, ("Authorization", "Bearer \(token)")]),
             ] {
                 #expect(answer.status == 403)
-                #expect(answer.header("Access-Control-Allow-Origin") == nil)
+                #expect(answer.header("Access-Control-Allow-Origin") == "*")
+                #expect(answer.header("Access-Control-Allow-Credentials") == nil)
+                #expect(answer.body.contains("This origin may not open channels."))
+                #expect(!answer.body.contains(created.sessionId) && !answer.body.contains("\"seq\""))
             }
+            #expect(try await relay.session(created.sessionId).state == "waiting", "a refusal changes nothing")
         }
     }
 }

@@ -110,7 +110,7 @@ struct SQLiteStoreTests {
         let reopened = try #require(try await store.session(linkKey: "key1"))
         #expect(reopened == tapped)
         var ended = reopened
-        ended.result = SessionResult(outcome: .verified, success: "true")
+        ended.result = SessionResult(outcome: .verified, proveSuccess: "true")
         let result = ended.record(.result(.verified), at: Date())
         ended.version += 1
         #expect(try await store.update(ended, expectedVersion: reopened.version, appending: [result]))

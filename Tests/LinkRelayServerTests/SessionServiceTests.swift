@@ -55,21 +55,31 @@ struct SessionServiceTests {
         func activeSessions() async throws -> [Session] { try await memory.activeSessions() }
         func ping() async throws {}
         func close() async throws {}
-        func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
-            try await memory.claimWebhooks(dueBy: now, leaseUntil: leaseUntil, limit: limit)
+        func sessionsWithIndividual(keptUntil date: Date, limit: Int) async throws -> [String] {
+            try await memory.sessionsWithIndividual(keptUntil: date, limit: limit)
+        }
+        func deleteSessions(endedBefore date: Date, limit: Int) async throws -> Int {
+            try await memory.deleteSessions(endedBefore: date, limit: limit)
+        }
+        func claimWebhooks(tenant: String, dueBy now: Date, leaseUntil: Date, limit: Int) async throws
+            -> [WebhookMessage]
+        {
+            try await memory.claimWebhooks(tenant: tenant, dueBy: now, leaseUntil: leaseUntil, limit: limit)
         }
         func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
             try await memory.recordWebhookAttempts(messages)
         }
-        func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
-            try await memory.webhookMessages(state: state, limit: limit)
+        func webhookMessages(tenant: String, state: WebhookMessage.State?, limit: Int) async throws
+            -> [WebhookMessage]
+        {
+            try await memory.webhookMessages(tenant: tenant, state: state, limit: limit)
         }
-        func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
-            try await memory.retryWebhook(id: id, now: now)
+        func retryWebhook(id: String, tenant: String, now: Date) async throws -> WebhookMessage? {
+            try await memory.retryWebhook(id: id, tenant: tenant, now: now)
         }
         func webhookBacklog() async throws -> WebhookBacklog { try await memory.webhookBacklog() }
-        func pruneWebhooks(createdBefore date: Date) async throws {
-            try await memory.pruneWebhooks(createdBefore: date)
+        func pruneWebhooks(deliveredBefore: Date, failedBefore: Date, limit: Int) async throws -> Int {
+            try await memory.pruneWebhooks(deliveredBefore: deliveredBefore, failedBefore: failedBefore, limit: limit)
         }
     }
 
@@ -309,19 +319,19 @@ struct SessionServiceTests {
         let session = try await service.create(request, idempotencyKey: nil)
         #expect(prove.unifyCalls.first?.possessionType == "none")
         await #expect(throws: SessionError.bindNotAllowed) {
-            _ = try await service.bind(sessionID: session.id, phoneNumber: nil)
+            _ = try await service.bind(sessionID: session.id, tenant: Tenant.defaultName, phoneNumber: nil)
         }
         prove.answerStatus(.success(.init(success: "possession_required")))
         await verify(session)
         #expect(try await stored(session.id).0.result?.outcome == .possessionRequired)
         // Within the window Prove is asked (the scripted Prove refuses the bind: 502, and nothing is kept).
         await #expect(throws: ProveClientError.self) {
-            _ = try await service.bind(sessionID: session.id, phoneNumber: nil)
+            _ = try await service.bind(sessionID: session.id, tenant: Tenant.defaultName, phoneNumber: nil)
         }
         #expect(try await stored(session.id).0.result?.binding == nil)
         clock.advance(by: SessionService.proveFlowLifetime)
         await #expect(throws: SessionError.bindNotAllowed) {
-            _ = try await service.bind(sessionID: session.id, phoneNumber: nil)
+            _ = try await service.bind(sessionID: session.id, tenant: Tenant.defaultName, phoneNumber: nil)
         }
     }
 
@@ -341,10 +351,14 @@ struct SessionServiceTests {
     func cancel() async throws {
         let session = try await service.create(Self.request, idempotencyKey: nil)
         _ = try await landing(session)
-        let cancelled = try await service.cancel(sessionID: session.id)
+        let cancelled = try await service.cancel(sessionID: session.id, tenant: Tenant.defaultName)
         #expect(cancelled.state == .cancelled)
-        await #expect(throws: SessionError.alreadyEnded) { try await service.cancel(sessionID: session.id) }
-        await #expect(throws: SessionError.notFound) { try await service.cancel(sessionID: "ses_nope") }
+        await #expect(throws: SessionError.alreadyEnded) {
+            try await service.cancel(sessionID: session.id, tenant: Tenant.defaultName)
+        }
+        await #expect(throws: SessionError.notFound) {
+            try await service.cancel(sessionID: "ses_nope", tenant: Tenant.defaultName)
+        }
         #expect(try await landing(session).name == "finalPage", "a seen authId")
         #expect(try await landing(session, authId: Self.otherAuthId).name == "alreadyUsed", "an unseen authId")
         #expect(try await stored(session.id).1 == ["waiting", "tapped", "cancelled"])

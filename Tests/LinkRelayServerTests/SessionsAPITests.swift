@@ -30,10 +30,12 @@ private struct SessionsOutbox: Decodable {
 }
 
 extension TestRelay {
-    /// `linkrelay_sessions_created_total` as `/metrics` reads now.
+    /// `linkrelay_sessions_created_total` of the default tenant as `/metrics` reads now.
     fileprivate func sessionsCreatedCount() async throws -> Int {
         let text = try await request(.GET, "/metrics").body
-        let line = text.split(separator: "\n").first { $0.hasPrefix("linkrelay_sessions_created_total ") }
+        let line = text.split(separator: "\n").first {
+            $0.hasPrefix(#"linkrelay_sessions_created_total{tenant="default"} "#)
+        }
         let value = try #require(line?.split(separator: " ").last)
         return try #require(Double(value).map { Int($0) })
     }
@@ -250,8 +252,10 @@ struct SessionsAPITests {
 
     static let stores = ["memory", "sqlite"] + (TestPostgres.available ? ["postgres"] : [])
 
-    @Test("An Idempotency-Key belongs to the API key that sent it, in every store", arguments: stores)
-    func idempotencyKeyScopedToAPIKey(_ kind: String) async throws {
+    @Test(
+        "An Idempotency-Key belongs to the tenant that sent it: its keys share it, another's is its own",
+        arguments: stores)
+    func idempotencyKeyScopedToTenant(_ kind: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lr-idem-" + UUID().uuidString)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -261,21 +265,34 @@ struct SessionsAPITests {
             case "postgres": try await TestPostgres.createDatabase()
             default: "memory"
             }
-        let otherKey = "test-api-key-of-another-integrator"
-        try await TestRelay.run(store: store, flags: ["api-key": [TestRelay.apiKey, otherKey]]) { relay in
+        let rotatedKey = "test-api-key-rotated-0123456789"
+        let otherTenantKey = "test-api-key-of-another-integrator"
+        try await TestRelay.run(
+            store: store, flags: ["api-key": [TestRelay.apiKey, rotatedKey, "acme:" + otherTenantKey]]
+        ) { relay in
             let key = ("Idempotency-Key", "order-44")
             let first = try await relay.createSession(headers: [key])
-            let answer = try await relay.request(
-                .POST, "/v1/sessions",
-                headers: [("Authorization", "Bearer \(otherKey)"), ("Content-Type", "application/json"), key],
-                body: #"{"phoneNumber":"2001004014"}"#)
+            func create(with apiKey: String) async throws -> HTTPAnswer {
+                try await relay.request(
+                    .POST, "/v1/sessions",
+                    headers: [("Authorization", "Bearer \(apiKey)"), ("Content-Type", "application/json"), key],
+                    body: #"{"phoneNumber":"2001004014"}"#)
+            }
+            // The tenant's other key (a rotation under a retried create): the same session, no second SMS.
+            let rotated = try await create(with: rotatedKey)
+            #expect(rotated.status == 201)
+            #expect(try rotated.json(Created.self).sessionId == first.sessionId)
+            #expect(try await relay.outboxMessages().count == 1)
+            // Another tenant: a session of its own, never the first one's channel token.
+            let answer = try await create(with: otherTenantKey)
             #expect(answer.status == 201)
             let second = try answer.json(Created.self)
             #expect(second.sessionId != first.sessionId)
             #expect(second.channel.token != first.channel.token)
             #expect(try await relay.outboxMessages().count == 2)
-            // Each key still gets its own session back on a repeat.
+            // Each tenant still gets its own session back on a repeat.
             #expect(try await relay.createSession(headers: [key]).sessionId == first.sessionId)
+            #expect(try await create(with: otherTenantKey).json(Created.self).sessionId == second.sessionId)
         }
     }
 

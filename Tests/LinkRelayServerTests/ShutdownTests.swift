@@ -143,7 +143,6 @@ struct ShutdownTests {
                 "serve", "--drain-delay", "0", "--port", String(port), "--store",
                 "sqlite:" + directory.appendingPathComponent("relay.sqlite").path, "--api-key", TestRelay.apiKey,
                 "--prove", "http://127.0.0.1:\(sandboxPort)/sandbox/prove", "--drain-timeout", "5",
-                "--allowed-origin", "ws://127.0.0.1",
             ]
         }
         let (first, port) = try await PersistenceTests.start(ready: "LinkRelay listening", environment: credentials) {
@@ -200,7 +199,7 @@ struct ShutdownTests {
         defer { second.stop() }
         #expect(await second.waitFor("LinkRelay listening"))
         // Each client reconnects with its cursor before the tap, then gets the rest.
-        let resumedSocket = ChannelClient.webSocket(created.channel.websocket + "?after=1&" + token)
+        let resumedSocket = ChannelClient.webSocket(created.channel.websocket + "?after=1&" + token, origin: base)
         let resumedStream = ChannelClient.serverSentEvents(
             TestRelay.client, url: created.channel.events + "?" + token, headers: [("Last-Event-ID", "1")])
         while try await openChannels(base) < 2 {

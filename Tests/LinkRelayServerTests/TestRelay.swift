@@ -46,7 +46,8 @@ struct PollAnswer: Decodable {
 struct SessionBody: Decodable {
     struct Result: Decodable {
         var outcome: String
-        var success: String
+        var success: Bool
+        var proveSuccess: String?
         var phoneNumber: String?
         var proveId: String?
         var clientRequestId: String?

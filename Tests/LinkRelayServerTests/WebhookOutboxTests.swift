@@ -47,41 +47,62 @@ struct WebhookOutboxTests {
             #expect(
                 try await !store.update(
                     session, expectedVersion: stale, appending: [], reporting: [lost], committed: {}))
-            #expect(try await store.webhookMessages(state: nil, limit: 10).map(\.id) == [message.id])
+            #expect(
+                try await store.webhookMessages(tenant: Tenant.defaultName, state: nil, limit: 10).map(\.id) == [
+                    message.id
+                ])
             #expect(try await store.webhookBacklog() == WebhookBacklog(pending: 1, oldestPending: t0))
 
             // Claimed once until its lease ends.
-            let claimed = try await store.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 10)
+            let claimed = try await store.claimWebhooks(
+                tenant: Tenant.defaultName, dueBy: t0, leaseUntil: t0 + 60, limit: 10)
             #expect(claimed.map(\.id) == [message.id])
             #expect(claimed.first?.payload == message.payload)
-            #expect(try await store.claimWebhooks(dueBy: t0 + 59, leaseUntil: t0 + 120, limit: 10).isEmpty)
-            #expect(try await store.claimWebhooks(dueBy: t0 + 60, leaseUntil: t0 + 120, limit: 10).count == 1)
+            #expect(
+                try await store.claimWebhooks(
+                    tenant: Tenant.defaultName, dueBy: t0 + 59, leaseUntil: t0 + 120, limit: 10
+                ).isEmpty)
+            #expect(
+                try await store.claimWebhooks(
+                    tenant: Tenant.defaultName, dueBy: t0 + 60, leaseUntil: t0 + 120, limit: 10
+                ).count == 1)
 
             // An attempt's outcome is kept with its attempts.
             var attempted = message
             attempted.attempts = [.init(at: t0 + 60, status: 500, error: "answered 500", durationMs: 3)]
             attempted.nextAttemptAt = t0 + 65
             try await store.recordWebhookAttempts([attempted])
-            let pending = try await store.webhookMessages(state: .pending, limit: 10)
+            let pending = try await store.webhookMessages(tenant: Tenant.defaultName, state: .pending, limit: 10)
             #expect(pending.first?.attempts == attempted.attempts)
             #expect(pending.first?.nextAttemptAt == t0 + 65)
             attempted.state = .delivered
             try await store.recordWebhookAttempts([attempted])
-            #expect(try await store.webhookMessages(state: .delivered, limit: 10).map(\.id) == [message.id])
-            #expect(try await store.webhookMessages(state: .pending, limit: 10).isEmpty)
+            #expect(
+                try await store.webhookMessages(tenant: Tenant.defaultName, state: .delivered, limit: 10).map(\.id) == [
+                    message.id
+                ])
+            #expect(try await store.webhookMessages(tenant: Tenant.defaultName, state: .pending, limit: 10).isEmpty)
             #expect(try await store.webhookBacklog() == WebhookBacklog(pending: 0, oldestPending: nil))
 
             // A retry makes it due now, whatever its state.
-            #expect(try await store.retryWebhook(id: message.id, now: t0 + 100)?.state == .pending)
-            #expect(try await store.retryWebhook(id: "msg_unknown", now: t0 + 100) == nil)
-            #expect(try await store.claimWebhooks(dueBy: t0 + 100, leaseUntil: t0 + 160, limit: 10).count == 1)
+            #expect(
+                try await store.retryWebhook(id: message.id, tenant: Tenant.defaultName, now: t0 + 100)?.state
+                    == .pending)
+            #expect(try await store.retryWebhook(id: "msg_unknown", tenant: Tenant.defaultName, now: t0 + 100) == nil)
+            #expect(
+                try await store.claimWebhooks(
+                    tenant: Tenant.defaultName, dueBy: t0 + 100, leaseUntil: t0 + 160, limit: 10
+                ).count == 1)
 
             // Pruning keeps what is pending.
             let second = try await WebhookFixtures.enqueue(store, at: t0 + 1)
             attempted.state = .failed
             try await store.recordWebhookAttempts([attempted])
-            try await store.pruneWebhooks(createdBefore: t0 + 3600)
-            #expect(try await store.webhookMessages(state: nil, limit: 10).map(\.id) == [second.id])
+            try await store.pruneWebhooks(deliveredBefore: t0 + 3600, failedBefore: t0 + 3600, limit: 1000)
+            #expect(
+                try await store.webhookMessages(tenant: Tenant.defaultName, state: nil, limit: 10).map(\.id) == [
+                    second.id
+                ])
         }
     }
 
@@ -93,7 +114,8 @@ struct WebhookOutboxTests {
             let t0 = Date(timeIntervalSince1970: 1_800_000_000)
             let first = try await WebhookFixtures.enqueue(store, at: t0)
             let second = try await WebhookFixtures.enqueue(store, at: t0)
-            let claimed = try await store.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 10)
+            let claimed = try await store.claimWebhooks(
+                tenant: Tenant.defaultName, dueBy: t0, leaseUntil: t0 + 60, limit: 10)
             #expect(Set(claimed.map(\.id)) == [first.id, second.id])
             var delivered = first
             delivered.state = .delivered
@@ -102,11 +124,17 @@ struct WebhookOutboxTests {
             failed.attempts = [.init(at: t0, status: 500, error: "answered 500", durationMs: 1)]
             failed.nextAttemptAt = t0 + 5
             try await store.recordWebhookAttempts([delivered, failed])
-            #expect(try await store.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 10).isEmpty)
-            let again = try await store.claimWebhooks(dueBy: t0 + 5, leaseUntil: t0 + 65, limit: 10)
+            #expect(
+                try await store.claimWebhooks(tenant: Tenant.defaultName, dueBy: t0, leaseUntil: t0 + 60, limit: 10)
+                    .isEmpty)
+            let again = try await store.claimWebhooks(
+                tenant: Tenant.defaultName, dueBy: t0 + 5, leaseUntil: t0 + 65, limit: 10)
             #expect(again.map(\.id) == [second.id])
             #expect(again.first?.attempts == failed.attempts)
-            #expect(try await store.webhookMessages(state: .delivered, limit: 10).map(\.id) == [first.id])
+            #expect(
+                try await store.webhookMessages(tenant: Tenant.defaultName, state: .delivered, limit: 10).map(\.id) == [
+                    first.id
+                ])
         }
     }
 
@@ -116,7 +144,9 @@ struct WebhookOutboxTests {
             let t0 = Date(timeIntervalSince1970: 1_800_000_000)
             var ids: [String] = []
             for index in 0..<5 { ids.append(try await WebhookFixtures.enqueue(store, at: t0 + Double(index)).id) }
-            #expect(try await store.webhookMessages(state: nil, limit: 3).map(\.id) == Array(ids.reversed().prefix(3)))
+            #expect(
+                try await store.webhookMessages(tenant: Tenant.defaultName, state: nil, limit: 3).map(\.id)
+                    == Array(ids.reversed().prefix(3)))
         }
     }
 
@@ -129,10 +159,11 @@ struct WebhookOutboxTests {
         let first = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
         let message = try? await WebhookFixtures.enqueue(first, at: t0)
         // Claimed by the process that then stops: the lease ends, and the message is due again.
-        _ = try? await first.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 10)
+        _ = try? await first.claimWebhooks(tenant: Tenant.defaultName, dueBy: t0, leaseUntil: t0 + 60, limit: 10)
         try await first.close()
         let second = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
-        let claimed = try? await second.claimWebhooks(dueBy: t0 + 60, leaseUntil: t0 + 120, limit: 10)
+        let claimed = try? await second.claimWebhooks(
+            tenant: Tenant.defaultName, dueBy: t0 + 60, leaseUntil: t0 + 120, limit: 10)
         try await second.close()
         #expect(claimed?.map(\.id) == [try #require(message).id])
     }
@@ -155,8 +186,8 @@ struct WebhookOutboxTests {
         for _ in 0..<60 { all.insert(try await WebhookFixtures.enqueue(a, at: t0).id) }
         var claimed: [String] = []
         while claimed.count < all.count {
-            async let fromA = a.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 7)
-            async let fromB = b.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 7)
+            async let fromA = a.claimWebhooks(tenant: Tenant.defaultName, dueBy: t0, leaseUntil: t0 + 60, limit: 7)
+            async let fromB = b.claimWebhooks(tenant: Tenant.defaultName, dueBy: t0, leaseUntil: t0 + 60, limit: 7)
             let batch = try await fromA + fromB
             #expect(!batch.isEmpty)
             if batch.isEmpty { break }
@@ -206,7 +237,9 @@ struct WebhookOutboxTests {
         var first = try await WebhookFixtures.enqueue(store, at: t0)
         #expect(try await count(store, "webhook_queue") == 1)
         #expect(try await count(store, "webhook_messages") == 0)
-        #expect(try await store.claimWebhooks(dueBy: t0, leaseUntil: t0 + 60, limit: 10).map(\.id) == [first.id])
+        #expect(
+            try await store.claimWebhooks(tenant: Tenant.defaultName, dueBy: t0, leaseUntil: t0 + 60, limit: 10).map(
+                \.id) == [first.id])
         #expect(try await count(store, "webhook_messages") == 0, "a claim writes nothing")
         first.attempts = [.init(at: t0, status: 500, error: "answered 500", durationMs: 1)]
         first.nextAttemptAt = t0 + 5
@@ -220,14 +253,19 @@ struct WebhookOutboxTests {
         store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
         #expect(try await store.webhookBacklog() == WebhookBacklog(pending: 3, oldestPending: t0))
         #expect(
-            try await store.webhookMessages(state: .pending, limit: 10).map(\.id) == [third.id, second.id, first.id])
-        #expect(try await store.webhookMessages(state: .delivered, limit: 10).isEmpty)
+            try await store.webhookMessages(tenant: Tenant.defaultName, state: .pending, limit: 10).map(\.id) == [
+                third.id, second.id, first.id,
+            ])
+        #expect(try await store.webhookMessages(tenant: Tenant.defaultName, state: .delivered, limit: 10).isEmpty)
         // Oldest due first, across both tables: the queued ones came due when they were written.
         #expect(
-            try await store.claimWebhooks(dueBy: t0 + 5, leaseUntil: t0 + 65, limit: 2).map(\.id) == [
-                second.id, third.id,
-            ])
-        #expect(try await store.retryWebhook(id: third.id, now: t0 + 6)?.nextAttemptAt == t0 + 6)
+            try await store.claimWebhooks(tenant: Tenant.defaultName, dueBy: t0 + 5, leaseUntil: t0 + 65, limit: 2).map(
+                \.id) == [
+                    second.id, third.id,
+                ])
+        #expect(
+            try await store.retryWebhook(id: third.id, tenant: Tenant.defaultName, now: t0 + 6)?.nextAttemptAt == t0 + 6
+        )
         #expect(try await count(store, "webhook_queue") == 1)
         try await store.close()
     }

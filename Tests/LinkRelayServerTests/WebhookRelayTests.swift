@@ -136,7 +136,8 @@ struct WebhookRelayTests {
             #expect(list.status == 404)
             #expect(list.header("Content-Type") == "application/problem+json")
             #expect(try await relay.api(.POST, "/v1/webhooks/messages/msg_x/retry").status == 404)
-            #expect(try await relay.relay.store.webhookMessages(state: nil, limit: 10).isEmpty)
+            #expect(
+                try await relay.relay.store.webhookMessages(tenant: Tenant.defaultName, state: nil, limit: 10).isEmpty)
         }
     }
 

@@ -20,21 +20,25 @@ final class ObservedOutbox: WebhookOutbox {
         (recorded, continuation) = AsyncStream.makeStream()
     }
 
-    func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
-        try await store.claimWebhooks(dueBy: now, leaseUntil: leaseUntil, limit: limit)
+    func claimWebhooks(tenant: String, dueBy now: Date, leaseUntil: Date, limit: Int) async throws
+        -> [WebhookMessage]
+    {
+        try await store.claimWebhooks(tenant: tenant, dueBy: now, leaseUntil: leaseUntil, limit: limit)
     }
     func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
         try await store.recordWebhookAttempts(messages)
         for message in messages { continuation.yield(message) }
     }
-    func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
-        try await store.webhookMessages(state: state, limit: limit)
+    func webhookMessages(tenant: String, state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+        try await store.webhookMessages(tenant: tenant, state: state, limit: limit)
     }
-    func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
-        try await store.retryWebhook(id: id, now: now)
+    func retryWebhook(id: String, tenant: String, now: Date) async throws -> WebhookMessage? {
+        try await store.retryWebhook(id: id, tenant: tenant, now: now)
     }
     func webhookBacklog() async throws -> WebhookBacklog { try await store.webhookBacklog() }
-    func pruneWebhooks(createdBefore date: Date) async throws { try await store.pruneWebhooks(createdBefore: date) }
+    func pruneWebhooks(deliveredBefore: Date, failedBefore: Date, limit: Int) async throws -> Int {
+        try await store.pruneWebhooks(deliveredBefore: deliveredBefore, failedBefore: failedBefore, limit: limit)
+    }
 }
 
 enum WebhookFixtures {
@@ -137,8 +141,8 @@ struct WebhookSenderTests {
         to url: String, attemptTimeout: TimeInterval = 15, _ body: (WebhookSender) async throws -> Void
     ) async throws {
         let sender = WebhookSender(
-            settings: try WebhookSettings(url: url, secret: WebhookFixtures.secret), outbox: outbox, clock: clock,
-            metrics: metrics, logger: quietLogger(), attemptTimeout: attemptTimeout)
+            webhooks: [(Tenant.defaultName, try WebhookSettings(url: url, secret: WebhookFixtures.secret))],
+            outbox: outbox, clock: clock, metrics: metrics, logger: quietLogger(), attemptTimeout: attemptTimeout)
         let running = Task { try await sender.run() }
         defer { running.cancel() }
         try await body(sender)
@@ -270,7 +274,9 @@ struct WebhookSenderTests {
                 #expect(last.state == .failed)
                 #expect(last.attempts.count == 4)
                 #expect(deliveries("failed") == 1)
-                #expect(try await store.webhookMessages(state: .failed, limit: 10).map(\.id) == [last.id])
+                #expect(
+                    try await store.webhookMessages(tenant: Tenant.defaultName, state: .failed, limit: 10).map(\.id)
+                        == [last.id])
             }
         }
     }
@@ -284,7 +290,7 @@ struct WebhookSenderTests {
                 sender.wake()
                 // The first batch fails, and the breaker opens after 5 failures in a row.
                 for _ in 0..<WebhookSender.concurrency { _ = try await nextRecorded() }
-                #expect(sender.receiver.state == .open)
+                #expect(sender.lanes[0].receiver.state == .open)
                 // Then one message per interval: 10 intervals, 10 attempts (and those claimed before it opened).
                 for _ in 1...10 {
                     clock.advance(by: WebhookSender.probeInterval)
@@ -303,7 +309,7 @@ struct WebhookSenderTests {
                     if delivered.count == 1 { clock.advance(by: 3600) }  // the retries of those that failed
                 }
                 #expect(try await store.webhookBacklog().pending == 0)
-                #expect(sender.receiver.state == .closed)
+                #expect(sender.lanes[0].receiver.state == .closed)
             }
         }
     }
@@ -340,11 +346,43 @@ struct WebhookBodyTests {
     private struct CodableBody: Encodable {
         var type: String
         var timestamp: Date
-        var data: SessionView
+        var data: DataView
+    }
+
+    /// `SessionView` without events, and Pre-Fill's progress without the individual.
+    private struct DataView: Encodable {
+        struct Prefill: Encodable {
+            var next: [String: String]
+            var challengeMissing: Bool?
+            var completed: Bool?
+            var individualAvailable: Bool
+            var individualErasedAt: Date?
+        }
+        var sessionId: String
+        var state: SessionState
+        var createdAt: Date
+        var expiresAt: Date
+        var tappedAt: Date?
+        var possessionType: PossessionType
+        var flow: Flow
+        var result: SessionResult?
+        var prefill: Prefill?
+
+        init(_ session: Session) {
+            let view = SessionView(session, events: nil)
+            (sessionId, state, createdAt, expiresAt, tappedAt) =
+                (view.sessionId, view.state, view.createdAt, view.expiresAt, view.tappedAt)
+            (possessionType, flow, result) = (view.possessionType, view.flow, view.result)
+            prefill = session.prefill.map {
+                Prefill(
+                    next: $0.next, challengeMissing: $0.challengeMissing, completed: $0.completed,
+                    individualAvailable: $0.individual != nil, individualErasedAt: $0.individualErasedAt)
+            }
+        }
     }
 
     @Test(
-        "A body is byte for byte what RelayJSON writes for the session's view: waiting, tapped, with a result, Pre-Fill"
+        "A body is byte for byte what RelayJSON writes for the session's view: waiting, tapped, with a result, Pre-Fill without the individual"
     )
     func sameAsCodable() throws {
         let now = Date(timeIntervalSince1970: 1_800_000_000.123)
@@ -360,13 +398,13 @@ struct WebhookBodyTests {
         session.state = .possessionRequired
         session.possessionType = .none
         session.result = SessionResult(
-            outcome: .possessionRequired, success: "false", phoneNumber: "2001004014", proveId: "p/1\"é",
+            outcome: .possessionRequired, proveSuccess: "false", phoneNumber: "2001004014", proveId: "p/1\"é",
             clientRequestId: "r", evaluation: ["authentication": .init(result: "fail", failureReasons: ["9100": "x"])])
         session.result?.binding = .init(success: true, phoneNumber: "2001004014", deviceId: "d", at: now)
         sessions.append(session)
         // Every field of a result, and strings that need escapes.
         session.result = SessionResult(
-            outcome: .failed, success: "false", phoneNumber: "2001004014", proveId: "p", deviceId: "d\\e",
+            outcome: .failed, proveSuccess: "false", phoneNumber: "2001004014", proveId: "p", deviceId: "d\\e",
             clientHumanId: "h\u{1}", clientRequestId: "r\n\t\r\u{8}\u{c}\u{1f}",
             evaluation: [
                 "risk": .init(result: "pass"),
@@ -378,11 +416,21 @@ struct WebhookBodyTests {
         sessions.append(session)
         session.prefill = PrefillProgress(next: ["v3-challenge": "/v3/challenge"], challengeMissing: true)
         sessions.append(session)
+        session.prefill?.individual = PrefillIndividual(firstName: "Marcia", lastName: "Longo", ssn: "470806227")
+        session.prefill?.keepIndividual(until: now.addingTimeInterval(1800))
+        session.prefill?.completed = true
+        sessions.append(session)
+        session.prefill?.eraseIndividual(at: now.addingTimeInterval(60))
+        sessions.append(session)
         for session in sessions {
             let expected = RelayJSON.encode(
-                CodableBody(type: "session.tapped", timestamp: now, data: SessionView(session, events: nil)))
+                CodableBody(type: "session.tapped", timestamp: now, data: DataView(session)))
             let written = WebhookReporter.body(type: "session.tapped", session, at: now)
             #expect(String(decoding: written, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
+            for value in ["Marcia", "Longo", "470806227"] {
+                #expect(
+                    !String(decoding: written, as: UTF8.self).contains(value), "a webhook body carries identity data")
+            }
         }
     }
 }

@@ -386,7 +386,8 @@ def firefox(firefox_browser):
     """A Firefox tab of the test's own; the test fails if Firefox reported an error of one of its pages."""
     tab = firefox_browser.new_tab()
     yield tab
-    errors = firefox_browser.close_tab(tab)
+    errors = [error for error in firefox_browser.close_tab(tab)
+              if not any(expected in error for expected in tab.expected_errors)]
     assert errors == [], f"errors in the pages: {errors}; console errors: {tab.console_errors()}"
 
 
@@ -405,6 +406,37 @@ def screenshot():
 def without(*names):
     """An init script that removes browser APIs (`without("WebSocket")`), so that a page falls back."""
     return "".join(f"delete window.{name};" for name in names)
+
+
+# An init script that counts what the page asks of the network, in `window.relayRequests` ("fetch URL",
+# "WebSocket URL", "EventSource URL"): the client's every attempt, whatever the relay or the browser
+# does with it (a refused CORS preflight never reaches a page's or Playwright's request events).
+# Added after `without(...)`, it wraps only the APIs the page still has.
+COUNT_REQUESTS = """(() => {
+  window.relayRequests = [];
+  const note = (kind, url) => window.relayRequests.push(kind + " " + String(url && url.url ? url.url : url));
+  const originalFetch = window.fetch;
+  window.fetch = function (input, init) { note("fetch", input); return originalFetch.call(this, input, init); };
+  for (const name of ["WebSocket", "EventSource"]) {
+    const Original = window[name];
+    if (typeof Original !== "function") continue;
+    const Counted = function (url, options) { note(name, url); return new Original(url, options); };
+    Counted.prototype = Original.prototype;
+    window[name] = Counted;
+  }
+})();"""
+
+# How long a page that got `onError` is watched for more requests: longer than the client's first two
+# back-off delays together (at most 0.5 s and 1 s), so a client that kept retrying would show it.
+QUIET_SECONDS = 2
+
+
+def security_events(relay, event):
+    """The relay's count of a security event (`linkrelay_security_events_total{event=...}`), from /metrics."""
+    status, _, text = http("GET", relay.url("/metrics"))
+    assert status == 200, text
+    match = re.search(r'^linkrelay_security_events_total\{event="' + event + r'"\} (\d+)', text, re.MULTILINE)
+    return int(match.group(1)) if match else 0
 
 
 def waiting_page(relay):
@@ -446,7 +478,8 @@ def waiting_page(relay):
       onCancelled(event) {{ calls.push("cancelled:" + event.seq); text("status", "Cancelled"); }},
       onError(error) {{
         calls.push("error:" + error.status);
-        window[log + "Error"] = {{ name: error.name, status: error.status, problem: error.problem }};
+        window[log + "Error"] = {{
+          name: error.name, status: error.status, code: error.code, detail: error.detail, problem: error.problem }};
         text("status", "Error " + error.status);
       }},
       onTransport(name) {{

@@ -223,6 +223,9 @@ class Tab:
         self.firefox = firefox
         self.context = context
         self.user_context = user_context
+        # Page errors the test expects (substrings of their text): Firefox reports a WebSocket that the
+        # server refused as a page error, which a test of that refusal must allow.
+        self.expected_errors = []
 
     def add_init_script(self, source):
         """Runs `source` (statements) in every document the tab loads, before the page's own scripts."""

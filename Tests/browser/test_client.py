@@ -4,7 +4,9 @@ relay, and waits on a channel that the test (the integrator's backend) created t
 import pytest
 from playwright.sync_api import expect
 
-from conftest import tap, waiting_page, without
+import time
+
+from conftest import COUNT_REQUESTS, QUIET_SECONDS, security_events, tap, waiting_page, without
 
 TRANSPORTS = [("websocket", ()), ("sse", ("WebSocket",)), ("poll", ("WebSocket", "EventSource"))]
 IDS = [name for name, _ in TRANSPORTS]
@@ -116,6 +118,45 @@ def test_errors_that_no_retry_mends_reach_onError_once(shop, name, missing, faul
     assert error["name"] == "LinkRelayError" and error["status"] == status
     assert error["problem"]["status"] == status, "the relay's problem+json reaches the page"
     assert page.evaluate("window.waiting.transport") is None
+
+
+@pytest.mark.parametrize("name, missing", TRANSPORTS, ids=IDS)
+@pytest.mark.parametrize("fault, status", [("origin", 403), ("token", 401)])
+def test_a_refusal_reaches_onError_once_and_the_client_stops_asking(
+    start_relay, integrator, context, name, missing, fault, status
+):
+    """A page on an origin the relay does not allow (the relay allows only its own), or with a wrong
+    token: `onError({status, code, detail})` once, and from then on the page asks the relay nothing,
+    counted in the page and, for the refused origin, by the relay's security events."""
+    relay = start_relay() if fault == "origin" else start_relay("--allowed-origin", integrator.origin)
+    channel = dict(relay.create_session()["channel"])
+    if fault == "token":
+        channel["token"] = "not-the-token"
+    page = context.new_page()
+    if missing:
+        page.add_init_script(without(*missing))
+    page.add_init_script(COUNT_REQUESTS)
+    page.goto(integrator.serve(waiting_page(relay)))
+    page.evaluate("channel => { window.waiting = start(channel); }", channel)
+    expect(page.locator("#status")).to_have_text(f"Error {status}")
+    refused = security_events(relay, "channel_origin_refused")
+    asked = page.evaluate("window.relayRequests")
+
+    time.sleep(QUIET_SECONDS)
+    assert calls(page) == [f"error:{status}"]
+    error = page.evaluate("window.callsError")
+    assert error["name"] == "LinkRelayError" and error["status"] == status, error
+    assert error["code"] is None, "the relay's problems have no code yet"
+    expected = "This origin may not open channels." if fault == "origin" else "A valid channel token is required."
+    assert error["detail"] == expected, error
+    assert page.evaluate("window.waiting.transport") is None
+    assert page.evaluate("window.relayRequests") == asked, "no request after onError"
+    assert 1 <= len(asked) <= 3, asked
+    if fault == "origin":
+        assert refused >= 1
+        assert security_events(relay, "channel_origin_refused") == refused, "the relay heard nothing more"
+    else:
+        assert security_events(relay, "channel_origin_refused") == 0
 
 
 def test_finish_asks_for_the_result_after_a_lost_redirect(shop):

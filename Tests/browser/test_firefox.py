@@ -2,9 +2,11 @@
 test_demo.py and test_client.py do in Chromium, so that "works in current Chromium and Firefox" is
 tested in both. The phone's tap is an HTTP request from the test, as in test_client.py."""
 
+import time
+
 import pytest
 
-from conftest import WAITING_USER, tap, waiting_page, without
+from conftest import COUNT_REQUESTS, QUIET_SECONDS, WAITING_USER, security_events, tap, waiting_page, without
 
 TRANSPORTS = [("websocket", ()), ("sse", ("WebSocket",)), ("poll", ("WebSocket", "EventSource"))]
 
@@ -65,3 +67,43 @@ def test_firefox_client_on_an_integrators_page_calls_the_handlers_once_each(
     assert relay.state(created["sessionId"]) == "verified"
     if name == "websocket":
         screenshot(firefox, "firefox-client-verified")
+
+
+@pytest.mark.parametrize("name, missing", TRANSPORTS, ids=[name for name, _ in TRANSPORTS])
+@pytest.mark.parametrize("fault, status", [("origin", 403), ("token", 401)])
+def test_firefox_a_refusal_reaches_onError_once_and_the_client_stops_asking(
+    start_relay, integrator, firefox, name, missing, fault, status
+):
+    """As test_client.py's: a page on an origin the relay does not allow, or with a wrong token, gets
+    `onError({status, code, detail})` once, and then asks the relay nothing more."""
+    relay = start_relay() if fault == "origin" else start_relay("--allowed-origin", integrator.origin)
+    channel = dict(relay.create_session()["channel"])
+    if fault == "token":
+        channel["token"] = "not-the-token"
+    # Firefox reports each refused connection as a page error: the WebSocket's or the event stream's,
+    # and the long-poll's refused CORS preflight. They are what is tested here; the page's requests are
+    # counted below.
+    firefox.expected_errors += ["can’t establish a connection to the server at", "Cross-Origin Request Blocked"]
+    if missing:
+        firefox.add_init_script(without(*missing))
+    firefox.add_init_script(COUNT_REQUESTS)
+    firefox.goto(integrator.serve(waiting_page(relay)))
+    firefox.wait_for_text("h1", "Shop checkout: check your phone")
+    firefox.call("channel => { window.waiting = start(channel); }", channel)
+    firefox.wait_for_text("#status", f"Error {status}")
+    refused = security_events(relay, "channel_origin_refused")
+    asked = firefox.evaluate("window.relayRequests")
+
+    time.sleep(QUIET_SECONDS)
+    assert firefox.evaluate("window.calls") == [f"error:{status}"]
+    error = firefox.evaluate("window.callsError")
+    assert error["name"] == "LinkRelayError" and error["status"] == status, error
+    assert error.get("code") is None
+    expected = "This origin may not open channels." if fault == "origin" else "A valid channel token is required."
+    assert error["detail"] == expected, error
+    assert firefox.evaluate("window.waiting.transport") is None
+    assert firefox.evaluate("window.relayRequests") == asked, "no request after onError"
+    assert 1 <= len(asked) <= 3, asked
+    if fault == "origin":
+        assert refused >= 1
+        assert security_events(relay, "channel_origin_refused") == refused, "the relay heard nothing more"

@@ -1,7 +1,8 @@
 """The relay's webhooks, verified with the public `standardwebhooks` library (pip install standardwebhooks).
 
 Starts the relay binary (LINKRELAY_BINARY, default .build/debug/linkrelay) on the embedded sandbox with a
-receiver on loopback, runs a session to verified, and checks every message the way an integrator would.
+receiver on loopback, runs a session to verified, and checks every message the way an integrator would:
+its signature, and its body against the `WebhookPayload` schema of the relay's own /openapi.json.
 """
 
 import base64
@@ -17,6 +18,7 @@ import time
 import urllib.request
 
 import pytest
+from jsonschema import Draft202012Validator
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 BINARY = os.environ.get("LINKRELAY_BINARY", ".build/debug/linkrelay")
@@ -89,11 +91,19 @@ def test_every_message_verifies_with_standardwebhooks(relay, receiver):
     urllib.request.urlopen(outbox["messages"][-1]["link"])  # the phone taps; the redirect lands on the relay
 
     webhook = Webhook(SECRET)
+    document = json.load(urllib.request.urlopen(relay + "/openapi.json"))
+    schema = Draft202012Validator(
+        {"$ref": "#/components/schemas/WebhookPayload", "components": document["components"]})
     types = set()
     for _ in range(2):
         headers, body = received.get(timeout=30)
         payload = webhook.verify(body, headers)
         assert payload["data"]["sessionId"] == session["sessionId"]
+        schema.validate(payload)
+        if payload["type"] == "session.verified":
+            # A boolean that means what it says, and Prove's own string beside it.
+            assert payload["data"]["result"]["success"] is True
+            assert payload["data"]["result"]["proveSuccess"] == "true"
         types.add(payload["type"])
         # A body changed on the way, or another secret, does not verify.
         with pytest.raises(WebhookVerificationError):

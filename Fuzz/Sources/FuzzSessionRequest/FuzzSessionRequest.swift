@@ -14,7 +14,8 @@ private let knownFields: Set<String> = [
 /// libFuzzer entry point for `CreateSessionRequest.validate`: the input bytes are the `POST /v1/sessions` body.
 ///
 /// Checks that nothing over 4 KiB is read, that an accepted request obeys every field rule and survives being
-/// encoded and parsed again (also from its fingerprint), and that a refusal always says why.
+/// encoded and parsed again (also from its fingerprint), that a refusal always says why, and that a body with a
+/// key given twice is never accepted.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSessionRequest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let body = Data(UnsafeBufferPointer(start: data, count: size))
@@ -37,6 +38,7 @@ public func fuzzSessionRequest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CI
         }
     case .success(let request):
         checkRules(request)
+        checkDuplicatesRefused(body)
         // Re-encoding and parsing again gives the same request, with default and canonical encodings.
         let encoded: Data
         do {
@@ -113,6 +115,37 @@ private func checkRules(_ request: CreateSessionRequest) {
             "accepted a Unify field on a Pre-Fill request")
     } else {
         check(request.dob == nil && request.ssn == nil, "accepted dob or ssn on a Unify request")
+    }
+}
+
+/// An accepted body with `phoneNumber` (which every accepted body has) given once more, first or last in the
+/// object, written plainly or with one of its characters as a `\u` escape (which one, and the case of its hex
+/// digits, chosen by the body's bytes), must be refused as malformed, naming the key: the decoder alone would keep one of
+/// the two values without a word.
+private func checkDuplicatesRefused(_ body: Data) {
+    // Only UTF-8 bodies: bytes spliced into a UTF-16 or UTF-32 one would make it no JSON at all.
+    guard String(data: body, encoding: .utf8) != nil, !body.prefix(4).contains(0),
+        let open = body.firstIndex(of: UInt8(ascii: "{")), let close = body.lastIndex(of: UInt8(ascii: "}"))
+    else { return }
+    let key = Array("phoneNumber".unicodeScalars)
+    let seed = body.reduce(UInt(0)) { $0 &* 31 &+ UInt($1) }
+    let position = Int(seed % UInt(key.count))
+    let hex = String(format: seed / UInt(key.count) % 2 == 0 ? "%04x" : "%04X", key[position].value)
+    let escapedKey = key.enumerated().map { $0.offset == position ? "\\u" + hex : String($0.element) }.joined()
+    for spelling in ["phoneNumber", escapedKey] {
+        var first = body
+        first.insert(contentsOf: Array("\"\(spelling)\":null,".utf8), at: first.index(after: open))
+        // JSONDecoder takes a trailing comma (`{"phoneNumber":"…",}`): after one, no comma goes in front.
+        let trailingComma = body[..<close].last { !" \t\r\n".utf8.contains($0) } == UInt8(ascii: ",")
+        var last = body
+        last.insert(
+            contentsOf: Array(((trailingComma ? "" : ",") + "\"\(spelling)\":\"2001004014\"").utf8), at: close)
+        for twice in [first, last] where twice.count <= CreateSessionRequest.maximumBodySize {
+            let result = CreateSessionRequest.validate(twice, maximumHold: maximumHold)
+            guard case .failure(.malformed(let detail)) = result, detail.contains("\"phoneNumber\"") else {
+                fail("a body with phoneNumber twice, \(escaped(text(twice))), gave \(result)")
+            }
+        }
     }
 }
 

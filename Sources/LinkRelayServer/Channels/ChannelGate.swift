@@ -3,10 +3,11 @@ import LinkRelayCore
 import NIOHTTP1
 
 /// The checks every channel passes before it opens, in API.md's order: origin (403), session (404),
-/// channel token (401), then cursor and timeout (400).
+/// channel token (401), then cursor and timeout (400). An origin no tenant allows is refused before the
+/// session is read; one that another tenant allows, once the session's tenant is known.
 struct ChannelGate: Sendable {
     let store: any SessionStore
-    let allowedOrigins: Set<String>
+    let origins: AllowedOrigins
     let securityEvents: SecurityEvents
 
     typealias Verdict = Result<ChannelAdmission, any Error>
@@ -15,7 +16,9 @@ struct ChannelGate: Sendable {
     /// session in memory (a long-poll asks again after every event, so that is most of its openings),
     /// else from a task that reads the session first.
     func admit(_ channel: ChannelRequest, answer: @escaping @Sendable (Verdict) -> Void) {
-        if let refused = refusedOrigin(channel.request.headers) { return answer(.failure(refused)) }
+        if let refused = refusedOrigin(channel.request.headers.first(name: "Origin")) {
+            return answer(.failure(refused))
+        }
         if let session = store.sessionInMemory(id: channel.sessionID) { return answer(check(channel, session)) }
         Task { answer(await readAndCheck(channel)) }
     }
@@ -29,57 +32,97 @@ struct ChannelGate: Sendable {
         }
     }
 
-    func refusedOrigin(_ headers: HTTPHeaders) -> Problem? {
-        guard let origin = headers.first(name: "Origin"), !allowedOrigins.contains(origin) else { return nil }
+    /// 403 for an `Origin` that no tenant allows; nil without one.
+    func refusedOrigin(_ origin: String?) -> Problem? {
+        guard let origin, !origins.any.contains(origin) else { return nil }
+        return refused()
+    }
+
+    /// 403 for an `Origin` that `tenant` does not allow; nil without one.
+    func refusedOrigin(_ origin: String?, tenant: String) -> Problem? {
+        guard let origin, !origins.allows(origin, tenant: tenant) else { return nil }
+        return refused()
+    }
+
+    /// The 403 of an origin that is not allowed. It is readable by any page (`Access-Control-Allow-Origin:
+    /// *`, no credentials), so that the browser client can report it and stop rather than retry for ever.
+    /// Decided on `Origin` alone, it says nothing of a session; after the session's read (another tenant
+    /// allows the origin), only that the id is a session's, which a page holding it knows.
+    private func refused() -> Problem {
         securityEvents.record(.channelOrigin)
-        return .forbidden("This origin may not open channels.")
+        var problem = Problem.forbidden("This origin may not open channels.")
+        problem.headers.add(name: "Access-Control-Allow-Origin", value: "*")
+        return problem
     }
 
     /// The checks after the origin's, on the session as read.
     private func check(_ channel: ChannelRequest, _ session: Session?) -> Verdict {
-        let request = channel.request
-        guard let session else { return .failure(SessionError.notFound) }
-        guard let token = request.queryItem("token") ?? request.bearerToken,
-            Secrets.constantTimeEquals(token, session.channelToken)
-        else {
-            return .failure(Problem.unauthorized("A valid channel token is required."))
-        }
-        var cursor = 0
-        if let raw = request.queryItem("after") ?? request.headers.first(name: "Last-Event-ID") {
-            guard let value = Int(raw), value >= 0 else {
-                return .failure(Problem.badRequest("after must be a whole number of at least 0."))
+        Verdict { () throws(any Error) -> ChannelAdmission in
+            let request = channel.request
+            guard let session else { throw SessionError.notFound }
+            let origin = request.headers.first(name: "Origin")
+            if let refused = refusedOrigin(origin, tenant: session.owner) { throw refused }
+            guard let token = try request.queryItem("token") ?? request.bearerToken,
+                Secrets.constantTimeEquals(token, session.channelToken)
+            else {
+                throw Problem.unauthorized("A valid channel token is required.")
             }
-            cursor = value
-        }
-        var timeout = ChannelRequest.defaultPollTimeout
-        if channel.transport == .longpoll, let raw = request.queryItem("timeout") {
-            guard let value = Int(raw), (0...ChannelRequest.maximumPollTimeout).contains(value) else {
-                return .failure(
-                    Problem.badRequest("timeout must be whole seconds from 0 to \(ChannelRequest.maximumPollTimeout)."))
+            var cursor = 0
+            if let raw = try request.queryItem("after") ?? request.headers.first(name: "Last-Event-ID") {
+                guard let value = Int(raw), value >= 0 else {
+                    throw Problem.badRequest("after must be a whole number of at least 0.")
+                }
+                cursor = value
             }
-            timeout = value
-        }
-        return .success(
-            ChannelAdmission(
+            var timeout = ChannelRequest.defaultPollTimeout
+            if channel.transport == .longpoll, let raw = try request.queryItem("timeout") {
+                guard let value = Int(raw), (0...ChannelRequest.maximumPollTimeout).contains(value) else {
+                    throw Problem.badRequest(
+                        "timeout must be whole seconds from 0 to \(ChannelRequest.maximumPollTimeout).")
+                }
+                timeout = value
+            }
+            return ChannelAdmission(
                 session: session, cursor: cursor, pollTimeout: timeout,
-                headers: corsHeaders(request.headers.first(name: "Origin"))))
+                headers: corsHeaders(origin, tenant: session.owner))
+        }
     }
 
     /// `error` with the CORS headers of `origin`: a browser shows a page of an allowed origin a refusal
     /// (401, 404, …) only with them, and the browser client learns why a WebSocket was refused from the
-    /// long-poll's status. A refused origin's answer stays unreadable to its page; a 429 stays bare.
+    /// long-poll's status. A refused origin's answer is readable by any page (`refused()`); a 429
+    /// stays bare.
     func readable(_ error: any Error, origin: String?) -> any Error {
         guard !(error is LimitExceeded), var problem = ErrorMapping.knownProblem(error) else { return error }
         problem.headers.add(contentsOf: corsHeaders(origin))
         return problem
     }
 
-    /// `Vary: Origin`, and the origin itself when it is allowed.
-    func corsHeaders(_ origin: String?) -> HTTPHeaders {
+    /// `Vary: Origin`, and the origin itself when a tenant allows it (`tenant`, when named).
+    func corsHeaders(_ origin: String?, tenant: String? = nil) -> HTTPHeaders {
         var headers: HTTPHeaders = ["Vary": "Origin"]
-        if let origin, allowedOrigins.contains(origin) {
+        if let origin, tenant.map({ origins.allows(origin, tenant: $0) }) ?? origins.any.contains(origin) {
             headers.add(name: "Access-Control-Allow-Origin", value: origin)
         }
         return headers
     }
+}
+
+/// The browser origins each tenant's sessions take on their channels and finish hook.
+struct AllowedOrigins: Sendable {
+    private let byTenant: [String: Set<String>]
+    private let defaults: Set<String>
+    /// Every origin some tenant allows.
+    let any: Set<String>
+
+    /// `defaults`: `--allowed-origin`'s, for every tenant that names none of its own.
+    init(defaults: [String], tenants: [TenantSettings] = []) {
+        self.defaults = Set(defaults)
+        var byTenant: [String: Set<String>] = [:]
+        for tenant in tenants { byTenant[tenant.name] = tenant.allowedOrigins.map(Set.init) }
+        self.byTenant = byTenant
+        any = byTenant.values.reduce(self.defaults) { $0.union($1) }
+    }
+
+    func allows(_ origin: String, tenant: String) -> Bool { (byTenant[tenant] ?? defaults).contains(origin) }
 }

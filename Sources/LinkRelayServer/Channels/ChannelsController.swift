@@ -79,10 +79,10 @@ final class ChannelsController: Sendable {
         return key
     }
 
-    /// `OPTIONS …/events|poll`: CORS for allowed origins only.
+    /// `OPTIONS …/events|poll`: CORS for origins some tenant allows (the request itself is checked against its session's).
     func preflight(_ request: RelayRequest) throws -> Reply {
         let origin = request.headers.first(name: "Origin")
-        guard let origin, gate.allowedOrigins.contains(origin) else {
+        guard let origin, gate.origins.any.contains(origin) else {
             throw Problem.forbidden("This origin may not open channels.")
         }
         var headers = gate.corsHeaders(origin)

@@ -12,12 +12,19 @@ final class DemoController: Sendable {
     let sandbox: ProveSandbox
     let pages: Pages
     let publicURL: String
+    /// The only origin whose pages may post the demo's forms: the relay's own.
+    let publicOrigin: String
+    let securityEvents: SecurityEvents
 
-    init(service: SessionService, sandbox: ProveSandbox, pages: Pages, publicURL: String) {
+    init(
+        service: SessionService, sandbox: ProveSandbox, pages: Pages, publicURL: String, securityEvents: SecurityEvents
+    ) {
         self.service = service
         self.sandbox = sandbox
         self.pages = pages
         self.publicURL = publicURL
+        self.publicOrigin = RelayConfiguration.origin(of: publicURL)
+        self.securityEvents = securityEvents
     }
 
     /// The largest form a demo route reads; the confirm form has a limit of its own.
@@ -29,26 +36,26 @@ final class DemoController: Sendable {
     static let prefillUser = "2001001693"
 
     /// `GET /`, the Unify tab; `GET /?flow=prefill`, the Pre-Fill tab.
-    func home(_ request: RelayRequest) -> Reply {
-        if request.queryItem("flow") == Flow.prefill.rawValue {
+    func home(_ request: RelayRequest) throws -> Reply {
+        if try request.queryItem("flow") == Flow.prefill.rawValue {
             return .now(pages.page("demo", ["prefill": true, "phoneNumber": Self.prefillUser]))
         }
         return .now(pages.page("demo", ["phoneNumber": "2001004014"]))
     }
 
     /// `POST /demo` (form `phoneNumber=…`): creates a session as an integrator would and shows it waiting.
-    func start(_ request: RelayRequest) -> Reply { begin(.unify, request) }
+    func start(_ request: RelayRequest) throws -> Reply { try begin(.unify, request) }
 
     /// `POST /demo/prefill` (form `phoneNumber`, optional `dob` or `ssn`): a Pre-Fill session, waiting as
     /// Unify's does.
-    func startPrefill(_ request: RelayRequest) -> Reply { begin(.prefill, request) }
+    func startPrefill(_ request: RelayRequest) throws -> Reply { try begin(.prefill, request) }
 
-    private func begin(_ flow: Flow, _ request: RelayRequest) -> Reply {
-        let form = Self.form(request)
-        let phoneNumber = Self.field("phoneNumber", in: form) ?? ""
+    private func begin(_ flow: Flow, _ request: RelayRequest) throws -> Reply {
+        let form = try form(request)
+        let phoneNumber = try Self.field("phoneNumber", in: form) ?? ""
         var fields = ["phoneNumber": phoneNumber]
         if flow == .prefill {
-            fields.merge(Self.identity(in: form)) { $1 }
+            fields.merge(try Self.identity(in: form)) { $1 }
             fields["flow"] = flow.rawValue
         }
         return .later { [self, fields] in
@@ -69,9 +76,9 @@ final class DemoController: Sendable {
     /// page once the result is `verified`: asks Prove for the person (`/challenge`) and shows them to
     /// confirm. It asks for a dob or SSN first when the create had neither; before the result it shows
     /// the wait page again, so the form also works without a script.
-    func prefillChallenge(_ request: RelayRequest) -> Reply {
-        let form = Self.form(request)
-        let fields = Self.identity(in: form)
+    func prefillChallenge(_ request: RelayRequest) throws -> Reply {
+        let form = try form(request)
+        let fields = try Self.identity(in: form)
         return .later { [self] in
             guard let session = try await prefillSession(form) else { return unknownSession() }
             guard session.state == .verified, let progress = session.prefill else {
@@ -87,7 +94,7 @@ final class DemoController: Sendable {
             if progress.challengeMissing == true, fields.isEmpty { return prefillPage(session, ["question": true]) }
             do {
                 let input = try PrefillStepBody.challenge(RelayJSON.encode(fields)).get()
-                let answer = try await service.challenge(sessionID: session.id, input)
+                let answer = try await service.challenge(sessionID: session.id, tenant: session.owner, input)
                 guard answer.success, let person = answer.individual else {
                     return outcome(session, false, detail: "Prove found no one with those details for this phone.")
                 }
@@ -102,15 +109,15 @@ final class DemoController: Sendable {
 
     /// `POST /demo/prefill/complete` (form `session`, `token` and the person's fields): the person as the
     /// customer confirmed them goes to Prove (`/complete`), checked as the API checks its body.
-    func prefillComplete(_ request: RelayRequest) -> Reply {
-        let form = Self.form(request)
-        let person = Self.individual(in: form)
+    func prefillComplete(_ request: RelayRequest) throws -> Reply {
+        let form = try form(request)
+        let person = try Self.individual(in: form)
         return .later { [self] in
             guard let session = try await prefillSession(form) else { return unknownSession() }
             if let completed = session.prefill?.completed { return outcome(session, completed) }
             do {
                 let checked = try PrefillStepBody.complete(RelayJSON.encode(["individual": person])).get()
-                let answer = try await service.complete(sessionID: session.id, checked)
+                let answer = try await service.complete(sessionID: session.id, tenant: session.owner, checked)
                 return outcome(session, answer.success)
             } catch {
                 let problem = try Self.problem(error)
@@ -147,7 +154,7 @@ final class DemoController: Sendable {
     /// The Pre-Fill session a demo form names, when the form also has its channel token: the wait page's
     /// own, so a session ID alone shows no one's details.
     private func prefillSession(_ form: Substring) async throws -> Session? {
-        guard let id = Self.field("session", in: form), let token = Self.field("token", in: form),
+        guard let id = try Self.field("session", in: form), let token = try Self.field("token", in: form),
             let session = try await service.store.session(id: id), session.flow == .prefill,
             Secrets.constantTimeEquals(token, session.channelToken)
         else { return nil }
@@ -202,32 +209,40 @@ final class DemoController: Sendable {
     }
 
     /// The person's fields of the confirm form; an empty field is left out, an address with no field too.
-    private static func individual(in form: Substring) -> PrefillIndividual {
+    private static func individual(in form: Substring) throws(Problem) -> PrefillIndividual {
         var person = PrefillIndividual(
-            firstName: field("firstName", in: form), lastName: field("lastName", in: form), dob: field("dob", in: form))
+            firstName: try field("firstName", in: form), lastName: try field("lastName", in: form),
+            dob: try field("dob", in: form))
         let address = PrefillIndividual.Address(
-            address: field("address", in: form), extendedAddress: field("extendedAddress", in: form),
-            city: field("city", in: form), region: field("region", in: form),
-            postalCode: field("postalCode", in: form))
+            address: try field("address", in: form), extendedAddress: try field("extendedAddress", in: form),
+            city: try field("city", in: form), region: try field("region", in: form),
+            postalCode: try field("postalCode", in: form))
         if address != PrefillIndividual.Address() { person.addresses = [address] }
         return person
     }
 
     /// The request's form (`application/x-www-form-urlencoded`); one over the route's limit reads as empty.
-    private static func form(_ request: RelayRequest) -> Substring {
-        request.body.map { String(buffer: $0)[...] } ?? ""
+    /// Every demo form is the relay's own page's: one posted from another origin is refused (403, the
+    /// friendly page) before anything is read or changed, as the confirm form's is. In sandbox mode the
+    /// Pre-Fill steps show a person's details to whoever holds the channel token, so a page elsewhere
+    /// that learned one must not be able to ask.
+    private func form(_ request: RelayRequest) throws(Problem) -> Substring {
+        if request.isPostedFromAnotherOrigin(than: publicOrigin) {
+            securityEvents.record(.demoOrigin)
+            throw Problem.forbidden("The demo's forms are posted from the relay's own pages only.")
+        }
+        return request.body.map { String(buffer: $0)[...] } ?? ""
     }
 
     /// The `dob` and `ssn` a form gives, as the API's fields.
-    private static func identity(in form: Substring) -> [String: String] {
-        ["dob": field("dob", in: form), "ssn": field("ssn", in: form)].compactMapValues { $0 }
+    private static func identity(in form: Substring) throws(Problem) -> [String: String] {
+        ["dob": try field("dob", in: form), "ssn": try field("ssn", in: form)].compactMapValues { $0 }
     }
 
-    /// A form field without surrounding spaces; nil when absent or empty.
-    private static func field(_ name: String, in form: Substring) -> String? {
-        guard let value = FormFields.first(name, in: form)?.trimmingCharacters(in: .whitespaces), !value.isEmpty
-        else { return nil }
-        return value
+    /// A form field without surrounding spaces; nil when absent or empty; 400 when given twice.
+    private static func field(_ name: String, in form: Substring) throws(Problem) -> String? {
+        let value = try FormFields.value(name, in: form, what: "form field")?.trimmingCharacters(in: .whitespaces)
+        return value?.isEmpty == false ? value : nil
     }
 
     /// The problem the API would answer; an error the relay does not raise on purpose goes on (a 500 page).
@@ -251,8 +266,8 @@ final class DemoController: Sendable {
     ]
 
     /// `GET /sandbox/phone?phoneNumber=N`: the simulated phone's inbox.
-    func phone(_ request: RelayRequest) -> Reply {
-        let phoneNumber = request.queryItem("phoneNumber") ?? ""
+    func phone(_ request: RelayRequest) throws -> Reply {
+        let phoneNumber = try request.queryItem("phoneNumber") ?? ""
         return .later { [self] in
             let messages = await sandbox.outbox(phoneNumber: phoneNumber.isEmpty ? nil : phoneNumber)
             let items: [[String: Any]] = messages.reversed().map { message in
@@ -268,8 +283,8 @@ final class DemoController: Sendable {
 
     /// `POST /demo/resend` (form `phoneNumber`) from the sandbox phone page: the client SDK's resend, through
     /// the sandbox, then back to the phone page.
-    func resend(_ request: RelayRequest) -> Reply {
-        let phone = request.body.flatMap { FormFields.first("phoneNumber", in: String(buffer: $0)[...]) } ?? ""
+    func resend(_ request: RelayRequest) throws -> Reply {
+        let phone = try FormFields.value("phoneNumber", in: try form(request), what: "form field") ?? ""
         return .later { [sandbox] in
             _ = await sandbox.respond(
                 method: "POST", path: "/sandbox/resend",
@@ -280,10 +295,10 @@ final class DemoController: Sendable {
     }
 
     /// `POST /demo/change-number` (form `from`, `to`): the client SDK's number change, through the sandbox.
-    func changeNumber(_ request: RelayRequest) -> Reply {
-        let form = request.body.map { String(buffer: $0)[...] } ?? ""
-        let from = FormFields.first("from", in: form) ?? ""
-        let to = FormFields.first("to", in: form)?.trimmingCharacters(in: .whitespaces) ?? ""
+    func changeNumber(_ request: RelayRequest) throws -> Reply {
+        let form = try form(request)
+        let from = try FormFields.value("from", in: form, what: "form field") ?? ""
+        let to = try FormFields.value("to", in: form, what: "form field")?.trimmingCharacters(in: .whitespaces) ?? ""
         return .later { [sandbox] in
             let body = Array(RelayJSON.encode(["from": from, "to": to]))
             let answer = await sandbox.respond(

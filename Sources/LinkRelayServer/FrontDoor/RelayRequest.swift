@@ -45,14 +45,26 @@ struct RelayRequest: Sendable {
     var target: String { head.uri }
     var headers: HTTPHeaders { head.headers }
 
-    /// The first value of a query parameter, percent-decoded (`+` as a space, as forms write it).
-    func queryItem(_ name: String) -> String? {
-        query.flatMap { FormFields.first(name, in: $0) }
+    /// The value of a query parameter, percent-decoded (`+` as a space, as forms write it); a parameter
+    /// given twice is a 400 naming it (`FormFields.value`), for every route that reads one.
+    func queryItem(_ name: String) throws(Problem) -> String? {
+        guard let query else { return nil }
+        return try FormFields.value(name, in: query, what: "query parameter")
     }
 
     /// A request whose client wants the connection kept open after the answer (HTTP/1.1 unless it
     /// says `close`, HTTP/1.0 only when it says `keep-alive`).
     var keepAlive: Bool { head.isKeepAlive }
+
+    /// Whether a browser posted this form from a page that is not the relay's (`publicOrigin`). Browsers
+    /// send `Origin` on a POST. The relay's pages have `Referrer-Policy: no-referrer`, under which a browser
+    /// writes even a same-origin form's `Origin` as `null` (Fetch, "serializing a request origin"): `null`
+    /// with `Sec-Fetch-Site: same-origin`, which no page can set, is the relay's own page; `null` from
+    /// anywhere else (a sandboxed frame on another site says `cross-site`) is foreign.
+    func isPostedFromAnotherOrigin(than publicOrigin: String) -> Bool {
+        guard let origin = headers.first(name: "Origin"), origin != publicOrigin else { return false }
+        return !(origin == "null" && headers.first(name: "Sec-Fetch-Site") == "same-origin")
+    }
 
     /// The token after `Bearer ` in the Authorization header.
     var bearerToken: String? {

@@ -69,7 +69,7 @@ final class LandingController: Sendable {
                     headers: ["Allow": "GET, HEAD"])
             }
             // The form is the relay's own page; a browser posting it from anywhere else is refused.
-            if let origin = request.headers.first(name: "Origin"), origin != publicOrigin {
+            if request.isPostedFromAnotherOrigin(than: publicOrigin) {
                 limits.securityEvents.record(.confirmOrigin)
                 throw Problem.forbidden("The confirm form comes from the relay's own page.")
             }

@@ -30,34 +30,37 @@ final class OpsPage: Sendable {
 
     init(
         metrics: RelayMetrics, live: LiveSessions, sharedStore: Bool, breaker: CircuitBreaker,
-        webhooks: WebhookSender?, apiKeys: [String], pages: Pages, limits: RequestLimits, clock: any RelayClock
+        webhooks: WebhookSender?, apiKeys: APIKeys, pages: Pages, limits: RequestLimits, clock: any RelayClock
     ) {
         self.metrics = metrics
         self.live = live
         self.sharedStore = sharedStore
         self.breaker = breaker
         self.webhooks = webhooks
-        self.apiKeys = APIKeys(keys: apiKeys)
+        self.apiKeys = apiKeys
         self.pages = pages
         self.limits = limits
         self.clock = clock
     }
 
     /// `GET /ops[?refresh=S]`: every request spends a token of the client's ops limit; without the
-    /// password, 401 with a Basic challenge (counted as a security event); else the page, refreshed
-    /// every S seconds (10 by default, held to 2...300).
-    func show(_ request: RelayRequest) -> Reply {
+    /// password (a key of the `default` tenant: the operators'; another tenant's sees no aggregate), 401
+    /// with a Basic challenge (counted as a security event); else the page, refreshed every S seconds (10
+    /// by default, held to 2...300).
+    func show(_ request: RelayRequest) throws -> Reply {
         guard limits.allowOps(client: limits.client(request)) else {
             return .now(pages.page("ops-signin", ["busy": true], status: .tooManyRequests))
         }
-        guard let password = Self.basicPassword(request.headers), apiKeys.index(of: password) != nil else {
+        guard let password = Self.basicPassword(request.headers),
+            apiKeys.caller(password)?.tenant == Tenant.defaultName
+        else {
             limits.securityEvents.record(.opsUnauthorized)
             return .now(
                 pages.page(
                     "ops-signin", status: .unauthorized,
                     headers: ["WWW-Authenticate": "Basic realm=\"\(Self.realm)\", charset=\"UTF-8\""]))
         }
-        let asked = request.queryItem("refresh").flatMap { Int($0) } ?? Self.defaultRefresh
+        let asked = try request.queryItem("refresh").flatMap { Int($0) } ?? Self.defaultRefresh
         let refresh = min(max(asked, Self.refreshRange.lowerBound), Self.refreshRange.upperBound)
         return .later { [self] in
             let sections = await sections()
@@ -233,7 +236,7 @@ final class OpsPage: Sendable {
     func webhookQueue(_ activity: RecentActivity.Snapshot, _ current: RelayMetrics.Readable) -> OpsSection {
         var section = OpsSection(id: "webhooks", title: "Webhooks", scope: thisInstance)
         guard let webhooks else {
-            section.note = "Webhooks are off (no --webhook-url)."
+            section.note = "Webhooks are off (no --webhook-url, and no tenant has a webhook)."
             return section
         }
         if let (backlog, at) = current.webhookBacklog {
@@ -246,14 +249,19 @@ final class OpsPage: Sendable {
         } else {
             section.note = "The sender has not looked at the outbox yet."
         }
-        let receiver: String
-        switch webhooks.receiver.state {
-        case .closed: receiver = "taking messages"
-        case .open: receiver = "not taking messages (one try every 5 s)"
-        case .halfOpen: receiver = "being tried"
+        // One receiver per tenant with a webhook, named by its tenant (the operators' own page).
+        for lane in webhooks.lanes {
+            let receiver: String
+            switch lane.receiver.state {
+            case .closed: receiver = "taking messages"
+            case .open: receiver = "not taking messages (one try every 5 s)"
+            case .halfOpen: receiver = "being tried"
+            }
+            section.figures.append(
+                .init(
+                    label: webhooks.lanes.count == 1 ? "Receiver" : "Receiver, \(lane.tenant)", value: receiver,
+                    tone: lane.receiver.state == .closed ? "ok" : "bad"))
         }
-        section.figures.append(
-            .init(label: "Receiver", value: receiver, tone: webhooks.receiver.state == .closed ? "ok" : "bad"))
         func series(_ outcome: WebhookOutcome, _ color: String) -> SVGChart.Series {
             .init(name: outcome.rawValue, color: color, values: activity.webhooks.map { $0[outcome] })
         }

@@ -8,12 +8,14 @@ import ProveAPI
 public final class RelayMetrics: ProveCallObserver {
     public let registry = PrometheusCollectorRegistry()
 
-    let sessionsCreated: Counter
+    /// By tenant, made at a tenant's first use: tenants are few, and their names are checked.
+    private let sessionsCreated = Locked<[String: Counter]>([:])
     let expirations: Counter
     private let landingsAccepted: Counter
     private let landingsRepeated: Counter
     private let landingsRejected: [LandingRejection: Counter]
-    private let outcomes: [String: Counter]
+    /// By outcome and tenant (`outcome tenant`), made at first use.
+    private let outcomes = Locked<[String: Counter]>([:])
     private let openChannels: [ChannelTransport: Gauge]
     private let proveCalls = Locked<[String: Counter]>([:])
     private let proveLatency = Locked<[String: DurationHistogram]>([:])
@@ -44,8 +46,9 @@ public final class RelayMetrics: ProveCallObserver {
         var webhookBacklog: (backlog: WebhookBacklog, at: Date)?
     }
 
-    /// `clock` stamps the ops page's per-minute counts (`recent`).
-    public init(clock: any RelayClock = EventLoopClock()) {
+    /// `clock` stamps the ops page's per-minute counts (`recent`). Each of `tenants` has its counters
+    /// at 0 from the start, so that a rate over them begins at the first session.
+    public init(clock: any RelayClock = EventLoopClock(), tenants: [String] = [Tenant.defaultName]) {
         recent = RecentActivity(clock: clock)
         taps = registry.makeCounter(
             descriptor: .init(
@@ -72,10 +75,6 @@ public final class RelayMetrics: ProveCallObserver {
             }
         }
         self.inProgress = inProgress
-        sessionsCreated = registry.makeCounter(
-            descriptor: .init(
-                metricName: "linkrelay_sessions_created_total", unitName: "",
-                helpText: "Sessions created (Prove desktop flows started)"))
         expirations = registry.makeCounter(
             descriptor: .init(
                 metricName: "linkrelay_expirations_total", unitName: "",
@@ -97,14 +96,6 @@ public final class RelayMetrics: ProveCallObserver {
                 labels: [("result", "rejected"), ("reason", reason.rawValue)])
         }
         landingsRejected = rejected
-        var outcomes: [String: Counter] = [:]
-        for kind in ["verified", "failed", "possession_required", "expired", "cancelled"] {
-            outcomes[kind] = registry.makeCounter(
-                descriptor: .init(
-                    metricName: "linkrelay_outcomes_total", unitName: "", helpText: "Sessions ended, by how they ended"),
-                labels: [("outcome", kind)])
-        }
-        self.outcomes = outcomes
         var channels: [ChannelTransport: Gauge] = [:]
         for transport in ChannelTransport.allCases {
             channels[transport] = registry.makeGauge(
@@ -152,7 +143,14 @@ public final class RelayMetrics: ProveCallObserver {
             descriptor: .init(
                 metricName: "linkrelay_finishes_total", unitName: "",
                 helpText: "Finish calls (POST /v1/sessions/{id}/finish) taken on live sessions"))
+        for tenant in tenants {
+            _ = createdCounter(tenant)
+            for kind in Self.endings { _ = outcomeCounter(kind, tenant) }
+        }
     }
+
+    /// How a session can end: the `outcome` label of `linkrelay_outcomes_total`.
+    static let endings = ["verified", "failed", "possession_required", "expired", "cancelled"]
 
     /// One counter of `name` per value of its one label.
     private static func counters<Key: Hashable>(
@@ -209,9 +207,37 @@ public final class RelayMetrics: ProveCallObserver {
     func landingAccepted() { landingsAccepted.increment() }
     func landingRepeated() { landingsRepeated.increment() }
     func landingRejected(_ reason: LandingRejection) { landingsRejected[reason]?.increment() }
-    func sessionEnded(_ kind: String) {
-        outcomes[kind]?.increment()
+    func sessionCreated(tenant: String) { createdCounter(tenant).increment() }
+
+    /// `kind`: one of `endings`.
+    func sessionEnded(_ kind: String, tenant: String) {
+        outcomeCounter(kind, tenant).increment()
         if let kind = RecentActivity.Kind(rawValue: kind) { recent.record(kind) }
+    }
+
+    private func createdCounter(_ tenant: String) -> Counter {
+        counter(
+            sessionsCreated, tenant, "linkrelay_sessions_created_total",
+            "Sessions created (Prove flows started), by tenant", labels: [("tenant", tenant)])
+    }
+
+    private func outcomeCounter(_ kind: String, _ tenant: String) -> Counter {
+        counter(
+            outcomes, kind + " " + tenant, "linkrelay_outcomes_total", "Sessions ended, by how they ended and tenant",
+            labels: [("outcome", kind), ("tenant", tenant)])
+    }
+
+    /// The counter of `key` in `counters`, registered at its first use.
+    private func counter(
+        _ counters: Locked<[String: Counter]>, _ key: String, _ name: String, _ help: String, labels: [(String, String)]
+    ) -> Counter {
+        counters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = registry.makeCounter(
+                descriptor: .init(metricName: name, unitName: "", helpText: help), labels: labels)
+            counters[key] = counter
+            return counter
+        }
     }
     func tapped() {
         taps.increment()

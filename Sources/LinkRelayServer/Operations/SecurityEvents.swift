@@ -13,6 +13,7 @@ final class SecurityEvents: Sendable {
         case headerTimeout
         case bodyTimeout
         case confirmOrigin
+        case demoOrigin
         case channelOrigin
         case webSocketProtocol(code: Int)
         case opsUnauthorized
@@ -24,6 +25,7 @@ final class SecurityEvents: Sendable {
             case .headerTimeout: "header_timeout"
             case .bodyTimeout: "body_timeout"
             case .confirmOrigin: "confirm_origin_refused"
+            case .demoOrigin: "demo_origin_refused"
             case .channelOrigin: "channel_origin_refused"
             case .webSocketProtocol: "websocket_protocol_error"
             case .opsUnauthorized: "ops_unauthorized"
@@ -36,6 +38,7 @@ final class SecurityEvents: Sendable {
             case .headerTimeout: "Connection closed: request head not received in time"
             case .bodyTimeout: "Connection closed: request body stalled"
             case .confirmOrigin: "Confirm form refused: foreign origin"
+            case .demoOrigin: "Demo form refused: foreign origin"
             case .channelOrigin: "Channel refused: origin not allowed"
             case .webSocketProtocol: "WebSocket closed for a protocol error"
             case .opsUnauthorized: "Ops page refused: no valid API key"

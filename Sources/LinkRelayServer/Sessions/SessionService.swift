@@ -15,6 +15,8 @@ final class SessionService: Sendable {
     let logger: Logger
     let publicURL: String
     let defaultHold: Int
+    /// How long a Pre-Fill individual is kept after the complete step or Prove's 15 minutes.
+    let identityRetention: TimeInterval
     let verifications: VerificationQueue
     let expiries: ExpiryQueue
     let lastQuestions = LastQuestions()
@@ -26,9 +28,11 @@ final class SessionService: Sendable {
 
     init(
         store: any SessionStore, bus: any EventBus, prove: any ProveClient, clock: any RelayClock,
-        metrics: RelayMetrics, logger: Logger, publicURL: String, defaultHold: Int, webhooks: WebhookReporter? = nil
+        metrics: RelayMetrics, logger: Logger, publicURL: String, defaultHold: Int, webhooks: WebhookReporter? = nil,
+        identityRetention: TimeInterval = 900
     ) {
         self.webhooks = webhooks
+        self.identityRetention = identityRetention
         self.store = store
         self.bus = bus
         self.prove = prove
@@ -43,18 +47,27 @@ final class SessionService: Sendable {
 
     // MARK: - create
 
-    /// Starts a Prove desktop flow and stores the session with its `waiting` event. A repeat under the
-    /// same Idempotency-Key returns the session it made.
-    func create(_ request: CreateSessionRequest, idempotencyKey: String?) async throws -> Session {
-        guard let key = idempotencyKey else { return try await startSession(request, idempotencyKey: nil) }
+    /// Starts a Prove desktop flow for `tenant` and stores the session with its `waiting` event. A repeat
+    /// under the same Idempotency-Key (scoped to the tenant) returns the session it made.
+    ///
+    /// `legacyKey`: the key as sessions stored before tenants scoped it (per API key), looked up too, once.
+    func create(
+        _ request: CreateSessionRequest, tenant: String = Tenant.defaultName, idempotencyKey: String?,
+        legacyKey: String? = nil
+    ) async throws -> Session {
+        guard let key = idempotencyKey else {
+            return try await startSession(request, tenant: tenant, idempotencyKey: nil)
+        }
         // A session still being made is waited for below, when it is being made here.
-        if let existing = try await store.session(idempotencyKey: key), existing.isStarted {
+        var existing = try await store.session(idempotencyKey: key)
+        if existing == nil, let legacyKey { existing = try await store.session(idempotencyKey: legacyKey) }
+        if let existing, existing.isStarted {
             return try sameRequest(existing, request)
         }
         // Concurrent repeats on this instance wait for the first one instead of starting a second flow.
         let (task, isNew) = inFlightCreates.withLock { tasks -> (Task<Session, any Error>, Bool) in
             if let running = tasks[key] { return (running, false) }
-            let task = Task { try await self.startReserved(request, idempotencyKey: key) }
+            let task = Task { try await self.startReserved(request, tenant: tenant, idempotencyKey: key) }
             tasks[key] = task
             return (task, true)
         }
@@ -72,7 +85,9 @@ final class SessionService: Sendable {
     /// Starts the session under `key` once the store has reserved the key for this instance. While
     /// another instance holds it, throws `duplicateIdempotencyKey` (the caller then answers with that
     /// instance's session, or 409 while it is still being made).
-    private func startReserved(_ request: CreateSessionRequest, idempotencyKey key: String) async throws -> Session {
+    private func startReserved(_ request: CreateSessionRequest, tenant: String, idempotencyKey key: String)
+        async throws -> Session
+    {
         guard try await store.reserveIdempotencyKey(key) else { throw StoreError.duplicateIdempotencyKey }
         let outcome: Result<Session, any Error>
         do {
@@ -80,7 +95,7 @@ final class SessionService: Sendable {
             if let existing = try await store.session(idempotencyKey: key) {
                 outcome = .success(existing)
             } else {
-                outcome = .success(try await startSession(request, idempotencyKey: key))
+                outcome = .success(try await startSession(request, tenant: tenant, idempotencyKey: key))
             }
         } catch {
             outcome = .failure(error)
@@ -108,7 +123,9 @@ final class SessionService: Sendable {
     /// flow (which sends the SMS), then stores what Prove answered. So a store that cannot take the
     /// session answers 503 before any SMS goes; a flow Prove refuses leaves no session behind; and a
     /// flow whose last write fails still has a session its link lands on, finished by `keepStarted`.
-    private func startSession(_ request: CreateSessionRequest, idempotencyKey: String?) async throws -> Session {
+    private func startSession(_ request: CreateSessionRequest, tenant: String, idempotencyKey: String?)
+        async throws -> Session
+    {
         let now = clock.now()
         let hold = request.holdSeconds ?? defaultHold
         let expiresAt = now.addingTimeInterval(TimeInterval(hold))
@@ -126,6 +143,7 @@ final class SessionService: Sendable {
             phoneNumber: request.phoneNumber, finalTargetUrl: finalTargetUrl, idempotencyKey: idempotencyKey,
             requestFingerprint: Self.fingerprint(request), desktopIPAddress: request.ipAddress)
         session.possessionType = request.possessionType
+        session.tenant = tenant == Tenant.defaultName ? nil : tenant
         if request.flow == .prefill { session.prefill = PrefillProgress(next: [:]) }
         let event = session.record(.waiting(expiresAt: expiresAt), at: now)
         try await store.insert(session, event: event)
@@ -160,11 +178,12 @@ final class SessionService: Sendable {
         bus.publish(sessionID: id, events: [event])
         expiries.schedule(sessionID: id, at: expiresAt)
         if session.verificationPending { verifications.kick(id) }
-        metrics.sessionsCreated.increment()
+        metrics.sessionCreated(tenant: tenant)
         log.info(
             "Session created",
             metadata: [
                 "correlation": .string(flow.correlationId), "flow": .string(session.flow.rawValue), "hold": "\(hold)",
+                "tenant": .string(tenant),
             ])
         return session
     }
@@ -311,7 +330,7 @@ final class SessionService: Sendable {
         if let session = changed {
             result = .finalPage(session)
             verifications.forget(session.id)
-            metrics.sessionEnded("cancelled")
+            metrics.sessionEnded("cancelled", tenant: session.owner)
             logger.info("Session rejected on the phone", metadata: ["session": .string(session.id)])
         }
         return result
@@ -364,8 +383,8 @@ final class SessionService: Sendable {
     /// `possession_required` session, asks `/v3/unify-bind` and keeps Prove's answer as
     /// `result.binding`. Allowed once, within `proveFlowLifetime` of the creation: else `bindNotAllowed` (409).
     /// No channel event.
-    func bind(sessionID: String, phoneNumber: String?) async throws -> SessionResult.Binding {
-        guard let session = try await store.session(id: sessionID) else { throw SessionError.notFound }
+    func bind(sessionID: String, tenant: String, phoneNumber: String?) async throws -> SessionResult.Binding {
+        let session = try await self.session(sessionID, of: tenant)
         guard session.result?.outcome == .possessionRequired, session.result?.binding == nil,
             clock.now() < session.createdAt.addingTimeInterval(Self.proveFlowLifetime),
             steps.withLock({ $0.insert(sessionID).inserted })
@@ -398,8 +417,10 @@ final class SessionService: Sendable {
 
     /// `POST /v1/sessions/{id}/challenge`: `/v3/challenge` with a `dob` or `ssn`, or without (Prove then
     /// uses those the create gave). Keeps the individual Prove found and its `next`.
-    func challenge(sessionID: String, _ input: PrefillStepBody.Challenge) async throws -> PrefillChallengeResponse {
-        try await prefillStep(.challenge, sessionID: sessionID) { session, progress in
+    func challenge(sessionID: String, tenant: String, _ input: PrefillStepBody.Challenge) async throws
+        -> PrefillChallengeResponse
+    {
+        try await prefillStep(.challenge, sessionID: sessionID, tenant: tenant) { session, progress in
             if input.dob == nil, input.ssn == nil, progress.challengeMissing == true {
                 throw Problem.invalid([
                     .init(field: "dob", message: "dob or ssn is required: the session was created with neither")
@@ -410,32 +431,38 @@ final class SessionService: Sendable {
                 deadline: .now + .seconds(10))
             progress.next = answer.next
             progress.individual = answer.individual.map(PrefillIndividual.init)
+            progress.individualKeptUntil = nil
+            progress.keepIndividual(
+                until: session.createdAt.addingTimeInterval(Self.proveFlowLifetime + identityRetention))
             return (answer, answer.success)
         }
     }
 
     /// `POST /v1/sessions/{id}/complete`: `/v3/complete` with the individual the customer confirmed.
-    func complete(sessionID: String, _ individual: PrefillIndividual) async throws -> PrefillCompleteResponse {
-        try await prefillStep(.complete, sessionID: sessionID) { session, progress in
+    func complete(sessionID: String, tenant: String, _ individual: PrefillIndividual) async throws
+        -> PrefillCompleteResponse
+    {
+        try await prefillStep(.complete, sessionID: sessionID, tenant: tenant) { session, progress in
             let answer = try await prove.prefillComplete(
                 PrefillCompleteRequest(correlationId: session.correlationId, individual: ProveIndividual(individual)),
                 deadline: .now + .seconds(10))
             progress.next = answer.next
             progress.completed = answer.success
+            progress.keepIndividual(until: clock.now().addingTimeInterval(identityRetention))
             return (answer, answer.success)
         }
     }
 
-    /// One step the backend asks for: only on a Pre-Fill session (else `notFound`), only when Prove's last
-    /// `next` offers it, within Prove's flow lifetime, one at a time (else `stepNotAllowed`). `ask` calls
-    /// Prove and notes its answer in the progress, which is stored; nothing is when Prove fails.
+    /// One step the backend asks for: only on one of `tenant`'s Pre-Fill sessions (else `notFound`), only
+    /// when Prove's last `next` offers it, within Prove's flow lifetime, one at a time (else
+    /// `stepNotAllowed`). `ask` calls Prove and notes its answer in the progress, which is stored; nothing
+    /// is when Prove fails. An individual whose time is up by then is erased in the same write.
     private func prefillStep<Answer>(
-        _ step: PrefillProgress.Step, sessionID: String,
+        _ step: PrefillProgress.Step, sessionID: String, tenant: String,
         _ ask: (Session, inout PrefillProgress) async throws -> (Answer, success: Bool)
     ) async throws -> Answer {
-        guard let session = try await store.session(id: sessionID), var progress = session.prefill else {
-            throw SessionError.notFound
-        }
+        let session = try await self.session(sessionID, of: tenant)
+        guard var progress = session.prefill else { throw SessionError.notFound }
         guard clock.now() < session.createdAt.addingTimeInterval(Self.proveFlowLifetime) else {
             throw SessionError.stepNotAllowed("Prove's Pre-Fill flow lasts 15 minutes from the session's creation.")
         }
@@ -451,8 +478,9 @@ final class SessionService: Sendable {
         defer { _ = steps.withLock { $0.remove(sessionID) } }
         let (answer, success) = try await ask(session, &progress)
         metrics.prefillStep(step == .challenge ? .challenge : .complete, success: success)
-        _ = try await mutate(.id(sessionID)) { [progress] session, _ in
+        _ = try await mutate(.id(sessionID)) { [progress] session, now in
             session.prefill = progress
+            if let until = progress.individualKeptUntil, until <= now { session.prefill?.eraseIndividual(at: now) }
             return []
         }
         logger.info(
@@ -478,7 +506,7 @@ final class SessionService: Sendable {
             PrefillValidateRequest(correlationId: session.correlationId), deadline: deadline)
         metrics.prefillStep(.validate, success: answer.success)
         let result = SessionResult(
-            outcome: answer.success ? .verified : .failed, success: answer.success ? "true" : "false",
+            outcome: answer.success ? .verified : .failed, proveSuccess: answer.success ? "true" : "false",
             phoneNumber: answer.phoneNumber, clientRequestId: session.clientRequestId,
             evaluation: answer.evaluation?.mapValues { .init(result: $0.result, failureReasons: $0.failureReasons) })
         return (result, PrefillProgress(next: answer.next, challengeMissing: answer.challengeMissing ? true : nil))
@@ -494,8 +522,8 @@ final class SessionService: Sendable {
             if let prefill { session.prefill = prefill }
             return [.result(result.outcome)]
         }
-        if session != nil {
-            metrics.sessionEnded(result.outcome.rawValue)
+        if let session {
+            metrics.sessionEnded(result.outcome.rawValue, tenant: session.owner)
             logger.info(
                 "Session finished",
                 metadata: ["session": .string(sessionID), "outcome": .string(result.outcome.rawValue)])
@@ -551,38 +579,59 @@ final class SessionService: Sendable {
             guard !session.state.isTerminal, session.isPastHold(at: now) else { return nil }
             guard session.verificationPending else { return [.expired] }
             session.result = SessionResult(
-                outcome: .failed, success: "false",
+                outcome: .failed, proveSuccess: nil,
                 reason: "No result from Prove before the hold ended: " + (problem ?? "Prove still said pending"))
             return [.result(.failed)]
         }
         guard let session else { return }
         verifications.forget(sessionID)
         if let result = session.result {
-            metrics.sessionEnded(result.outcome.rawValue)
+            metrics.sessionEnded(result.outcome.rawValue, tenant: session.owner)
             logger.warning(
                 "Session failed at the end of its hold",
                 metadata: ["session": .string(sessionID), "reason": .string(result.reason ?? "")])
         } else {
             metrics.expirations.increment()
-            metrics.sessionEnded("expired")
+            metrics.sessionEnded("expired", tenant: session.owner)
             logger.info("Session expired", metadata: ["session": .string(sessionID)])
         }
     }
 
-    /// Ends a live session on the integrator's request. Throws `notFound` or `alreadyEnded`.
-    func cancel(sessionID: String) async throws -> Session {
+    /// Ends one of `tenant`'s live sessions on its request. Throws `notFound` (also for another
+    /// tenant's) or `alreadyEnded`.
+    func cancel(sessionID: String, tenant: String) async throws -> Session {
         var found = false
         let session = try await mutate(.id(sessionID)) { session, _ in
-            found = true
-            guard !session.state.isTerminal else { return nil }
+            found = session.owner == tenant
+            guard found, !session.state.isTerminal else { return nil }
             return [.cancelled()]
         }
         guard found else { throw SessionError.notFound }
         guard let session else { throw SessionError.alreadyEnded }
         verifications.forget(sessionID)
-        metrics.sessionEnded("cancelled")
+        metrics.sessionEnded("cancelled", tenant: tenant)
         logger.info("Session cancelled", metadata: ["session": .string(sessionID)])
         return session
+    }
+
+    /// The session when it is `tenant`'s; another tenant's is `notFound`, exactly as an unknown id, after
+    /// the same read.
+    func session(_ id: String, of tenant: String) async throws -> Session {
+        guard let session = try await store.session(id: id), session.owner == tenant else {
+            throw SessionError.notFound
+        }
+        return session
+    }
+
+    /// Erases a Pre-Fill individual once its time is up (`--identity-retention`): `prefill.individualErasedAt`
+    /// then says when. No event and no webhook go with it.
+    func eraseIndividual(sessionID: String) async throws {
+        let erased = try await mutate(.id(sessionID)) { session, now in
+            guard let until = session.prefill?.individualKeptUntil, until <= now else { return nil }
+            session.prefill?.eraseIndividual(at: now)
+            return []
+        }
+        if erased != nil { logger.info("Pre-Fill individual erased", metadata: ["session": .string(sessionID)]) }
     }
 
     /// Loads a session, lets `change` edit it and name the events to record, and stores the result

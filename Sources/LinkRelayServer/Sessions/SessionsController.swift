@@ -5,22 +5,26 @@ import NIOCore
 import NIOHTTP1
 
 /// The server-to-server API: create, read and cancel sessions (`Authorization: Bearer <api key>`).
+/// Every route that names a session answers another tenant's as an unknown one (404).
 final class SessionsController: Sendable {
     let service: SessionService
     let apiKeys: APIKeys
-    /// Per API key, the prefix that scopes its Idempotency-Keys: a digest, so the key itself is never
-    /// stored, and stable when keys are added, removed or reordered.
-    private let idempotencyScopes: [String]
+    /// Per API key, the scope its Idempotency-Keys had before tenants (a digest of the key), for
+    /// sessions stored then: all belong to `default`.
+    private let legacyIdempotencyScopes: [String]
     let publicURL: String
     let limits: RequestLimits
     /// The channels' checks, which the finish hook shares when a page calls it with the channel token.
     let gate: ChannelGate
 
-    init(service: SessionService, apiKeys: [String], publicURL: String, limits: RequestLimits, gate: ChannelGate) {
+    init(
+        service: SessionService, apiKeys: APIKeys, tenants: [TenantSettings], publicURL: String, limits: RequestLimits,
+        gate: ChannelGate
+    ) {
         self.service = service
         self.gate = gate
-        self.apiKeys = APIKeys(keys: apiKeys)
-        self.idempotencyScopes = apiKeys.map { key in
+        self.apiKeys = apiKeys
+        self.legacyIdempotencyScopes = tenants.flatMap(\.apiKeys).map { key in
             SHA256.hash(data: Data(key.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined()
         }
         self.publicURL = publicURL
@@ -29,8 +33,8 @@ final class SessionsController: Sendable {
 
     /// `POST /v1/sessions`.
     func create(_ request: RelayRequest) throws -> Reply {
-        let keyIndex = try authorize(request)
-        guard limits.allowCreate(keyIndex: keyIndex) else { throw LimitExceeded() }
+        let caller = try authorize(request)
+        guard limits.allowCreate(keyIndex: caller.keyIndex) else { throw LimitExceeded() }
         if let type = request.headers.first(name: "Content-Type"), !type.lowercased().hasPrefix("application/json") {
             throw Problem(
                 status: .unsupportedMediaType, title: "Unsupported Media Type",
@@ -43,21 +47,25 @@ final class SessionsController: Sendable {
         if let key, key.isEmpty || key.count > 255 {
             throw Problem.badRequest("Idempotency-Key must be 1 to 255 characters.")
         }
-        // Scoped to the API key, as Stripe does: another key's request with the same Idempotency-Key is
-        // a request of its own, never an answer with the first key's session and channel token.
-        let scopedKey = key.map { idempotencyScopes[keyIndex] + ":" + $0 }
+        // Scoped to the tenant: its keys share them (a key can be rotated under a retried create), and
+        // another tenant's request with the same Idempotency-Key is a request of its own, never an answer
+        // with the first one's session and channel token.
+        let scopedKey = key.map { caller.tenant + "/" + $0 }
+        let legacyKey =
+            caller.tenant == Tenant.defaultName ? key.map { legacyIdempotencyScopes[caller.keyIndex] + ":" + $0 } : nil
         return .later { [service, publicURL] in
-            let session = try await service.create(input, idempotencyKey: scopedKey)
+            let session = try await service.create(
+                input, tenant: caller.tenant, idempotencyKey: scopedKey, legacyKey: legacyKey)
             return .json(CreatedSession(session, publicURL: publicURL), status: .created)
         }
     }
 
     /// `GET /v1/sessions/{id}`.
     func show(_ request: RelayRequest) throws -> Reply {
-        try authorize(request)
+        let tenant = try authorize(request).tenant
         let id = String(request.parameters[0])
         return .later { [service] in
-            guard let session = try await service.store.session(id: id) else { throw SessionError.notFound }
+            let session = try await service.session(id, of: tenant)
             let events = try await service.store.events(sessionID: id, after: 0)
             return .json(SessionView(session, events: events))
         }
@@ -65,10 +73,10 @@ final class SessionsController: Sendable {
 
     /// `POST /v1/sessions/{id}/cancel`.
     func cancel(_ request: RelayRequest) throws -> Reply {
-        try authorize(request)
+        let tenant = try authorize(request).tenant
         let id = String(request.parameters[0])
         return .later { [service] in
-            let session = try await service.cancel(sessionID: id)
+            let session = try await service.cancel(sessionID: id, tenant: tenant)
             let events = try await service.store.events(sessionID: id, after: 0)
             return .json(SessionView(session, events: events))
         }
@@ -81,7 +89,9 @@ final class SessionsController: Sendable {
     /// or the app with the channel token (and `Origin` checked as for channels). An optional
     /// `redirectUrl`, checked by the landing's rules, must be this session's link; its `authId` is
     /// recorded. Answers 202 while the session is live, 200 once it has ended. Its errors carry the
-    /// CORS headers of an allowed origin, so that a page of that origin can read them.
+    /// CORS headers of an allowed origin, so that a page of that origin can read them. With an API key,
+    /// another tenant's session is unknown (404); with the channel token, the origin must be one of the
+    /// session's tenant's.
     func finish(_ request: RelayRequest) throws -> Reply {
         let origin = request.headers.first(name: "Origin")
         do {
@@ -97,19 +107,27 @@ final class SessionsController: Sendable {
 
     private func finishing(_ request: RelayRequest) throws -> Reply {
         let id = String(request.parameters[0])
-        let byAPIKey = request.bearerToken.flatMap(keyIndex) != nil
-        let token = byAPIKey ? nil : request.queryItem("token") ?? request.bearerToken
-        if !byAPIKey {
-            if let refused = gate.refusedOrigin(request.headers) { throw refused }
+        let caller = request.bearerToken.flatMap(apiKeys.caller)
+        let token = caller != nil ? nil : try request.queryItem("token") ?? request.bearerToken
+        let origin = request.headers.first(name: "Origin")
+        if caller == nil {
+            if let refused = gate.refusedOrigin(origin) { throw refused }
             guard token != nil else { throw Problem.unauthorized("The API key or the channel token is required.") }
         }
-        let headers: HTTPHeaders = byAPIKey ? [:] : gate.corsHeaders(request.headers.first(name: "Origin"))
         guard limits.allowFinish(sessionID: id) else { throw LimitExceeded() }
         let redirect = try Self.finishRedirect(request.body)
-        return .later { [service] in
-            guard let stored = try await service.store.session(id: id) else { throw SessionError.notFound }
-            if let token, !Secrets.constantTimeEquals(token, stored.channelToken) {
-                throw Problem.unauthorized("A valid channel token is required.")
+        return .later { [service, gate] in
+            let stored: Session
+            var headers: HTTPHeaders = [:]
+            if let caller {
+                stored = try await service.session(id, of: caller.tenant)
+            } else {
+                guard let session = try await service.store.session(id: id) else { throw SessionError.notFound }
+                if let refused = gate.refusedOrigin(origin, tenant: session.owner) { throw refused }
+                guard let token, Secrets.constantTimeEquals(token, session.channelToken) else {
+                    throw Problem.unauthorized("A valid channel token is required.")
+                }
+                (stored, headers) = (session, gate.corsHeaders(origin, tenant: session.owner))
             }
             if let redirect, redirect.linkKey != stored.linkKey {
                 throw Problem.badRequest("The redirectUrl is not this session's link.")
@@ -133,7 +151,7 @@ final class SessionsController: Sendable {
 
     /// `POST /v1/sessions/{id}/bind` (API key), body `{"phoneNumber"?}` (the session's when absent).
     func bind(_ request: RelayRequest) throws -> Reply {
-        try authorize(request)
+        let tenant = try authorize(request).tenant
         let id = String(request.parameters[0])
         var phoneNumber: String?
         if let value = try Self.onlyField("phoneNumber", of: request.body) {
@@ -143,17 +161,17 @@ final class SessionsController: Sendable {
             phoneNumber = phone
         }
         return .later { [service, phoneNumber] in
-            .json(BindingView(try await service.bind(sessionID: id, phoneNumber: phoneNumber)))
+            .json(BindingView(try await service.bind(sessionID: id, tenant: tenant, phoneNumber: phoneNumber)))
         }
     }
 
     /// `POST /v1/sessions/{id}/challenge` (API key), body `{"dob"}`, `{"ssn"}` or nothing (the create's).
     func challenge(_ request: RelayRequest) throws -> Reply {
-        try authorize(request)
+        let tenant = try authorize(request).tenant
         let id = String(request.parameters[0])
         let input = try PrefillStepBody.challenge(try Self.jsonBody(request)).get()
         return .later { [service] in
-            let answer = try await service.challenge(sessionID: id, input)
+            let answer = try await service.challenge(sessionID: id, tenant: tenant, input)
             return .json(
                 PrefillStepView(
                     success: answer.success, individual: answer.individual.map(PrefillIndividual.init),
@@ -163,11 +181,11 @@ final class SessionsController: Sendable {
 
     /// `POST /v1/sessions/{id}/complete` (API key), body `{"individual":{…}}`.
     func complete(_ request: RelayRequest) throws -> Reply {
-        try authorize(request)
+        let tenant = try authorize(request).tenant
         let id = String(request.parameters[0])
         let individual = try PrefillStepBody.complete(try Self.jsonBody(request)).get()
         return .later { [service] in
-            let answer = try await service.complete(sessionID: id, individual)
+            let answer = try await service.complete(sessionID: id, tenant: tenant, individual)
             return .json(PrefillStepView(success: answer.success, next: answer.next))
         }
     }
@@ -179,24 +197,24 @@ final class SessionsController: Sendable {
     }
 
     /// The one, optional, field of a small body: nil for an empty body or no field; 400 for anything but
-    /// a JSON object with at most that field; 413 over the route's maximum (the body is then nil).
+    /// a JSON object with at most that field, once (at any depth); 413 over the route's maximum (the body
+    /// is then nil).
     private static func onlyField(_ name: String, of body: ByteBuffer?) throws -> Any? {
         guard let body else {
             throw Problem(status: .payloadTooLarge, title: "Content Too Large", detail: "The body is too large.")
         }
         guard body.readableBytes > 0 else { return nil }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+        let data = Data(body.readableBytesView)
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             Set(object.keys).isSubset(of: [name])
         else { throw Problem.badRequest("The body is {\"\(name)\": …} or nothing.") }
+        if let duplicate = JSONDuplicateKey.first(in: data) { throw Problem.badRequest(duplicate.detail) }
         return object[name]
     }
 
-    /// The index of the API key the request carries; every key is compared, in constant time.
-    @discardableResult
-    func authorize(_ request: RelayRequest) throws -> Int {
-        guard let match = request.bearerToken.flatMap(keyIndex) else { throw Problem.unauthorized() }
-        return match
+    /// Who the request's API key is; every key is compared, in constant time.
+    func authorize(_ request: RelayRequest) throws -> APIKeys.Caller {
+        guard let caller = request.bearerToken.flatMap(apiKeys.caller) else { throw Problem.unauthorized() }
+        return caller
     }
-
-    private func keyIndex(_ token: String) -> Int? { apiKeys.index(of: token) }
 }

@@ -68,7 +68,7 @@ struct Verifier: Service {
                 let endpoint = session.flow == .prefill ? "validate" : "unify-status"
                 let reason = "Prove rejected \(endpoint) with \(status)" + (body?.code.map { " (code \($0))" } ?? "")
                 logger.warning("Verification failed", metadata: ["reason": .string(reason)])
-                let result = SessionResult(outcome: .failed, success: "false", reason: reason)
+                let result = SessionResult(outcome: .failed, proveSuccess: nil, reason: reason)
                 try? await service.finish(session, result: result)
                 service.verifications.forget(sessionID)
                 return
@@ -98,7 +98,7 @@ struct Verifier: Service {
 extension SessionResult {
     init(_ status: UnifyStatusResponse, outcome: Outcome) {
         self.init(
-            outcome: outcome, success: status.success, phoneNumber: status.phoneNumber, proveId: status.proveId,
+            outcome: outcome, proveSuccess: status.success, phoneNumber: status.phoneNumber, proveId: status.proveId,
             deviceId: status.deviceId, clientHumanId: status.clientHumanId, clientRequestId: status.clientRequestId,
             evaluation: status.evaluation?.mapValues {
                 Evaluation(result: $0.result, failureReasons: $0.failureReasons)

@@ -75,14 +75,39 @@ final class MemorySessionStore: SessionStore {
         state.withLock { state in state.sessions.values.filter { !$0.state.isTerminal } }
     }
 
+    func sessionsWithIndividual(keptUntil date: Date, limit: Int) async throws -> [String] {
+        state.withLock { state in
+            state.sessions.values.compactMap { session in
+                session.prefill?.individualKeptUntil.flatMap { $0 <= date ? (session.id, $0) : nil }
+            }.sorted { $0.1 < $1.1 }.prefix(limit).map(\.0)
+        }
+    }
+
+    func deleteSessions(endedBefore date: Date, limit: Int) async throws -> Int {
+        state.withLock { state in
+            let ended = state.sessions.values.filter { $0.endedAt.map { $0 < date } ?? false }.prefix(limit)
+            for session in ended {
+                state.sessions[session.id] = nil
+                state.events[session.id] = nil
+                state.byLinkKey[session.linkKey] = nil
+                if let key = session.idempotencyKey { state.byIdempotencyKey[key] = nil }
+            }
+            return ended.count
+        }
+    }
+
     func ping() async throws {}
 
     // MARK: - webhook outbox
 
-    func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
+    func claimWebhooks(tenant: String, dueBy now: Date, leaseUntil: Date, limit: Int) async throws
+        -> [WebhookMessage]
+    {
         state.withLock { state in
-            let due = state.webhooks.values.filter { $0.state == .pending && $0.nextAttemptAt <= now }
-                .sorted { $0.nextAttemptAt < $1.nextAttemptAt }.prefix(limit)
+            let due = state.webhooks.values.filter {
+                $0.tenant == tenant && $0.state == .pending && $0.nextAttemptAt <= now
+            }
+            .sorted { $0.nextAttemptAt < $1.nextAttemptAt }.prefix(limit)
             return due.map { message in
                 state.webhooks[message.id]?.nextAttemptAt = leaseUntil
                 return message
@@ -98,16 +123,19 @@ final class MemorySessionStore: SessionStore {
         }
     }
 
-    func webhookMessages(state wanted: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+    func webhookMessages(tenant: String, state wanted: WebhookMessage.State?, limit: Int) async throws
+        -> [WebhookMessage]
+    {
         state.withLock { state in
             Array(
-                state.webhooks.values.filter { wanted == nil || $0.state == wanted }
+                state.webhooks.values.filter { $0.tenant == tenant && (wanted == nil || $0.state == wanted) }
                     .sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }.prefix(limit))
         }
     }
 
-    func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
+    func retryWebhook(id: String, tenant: String, now: Date) async throws -> WebhookMessage? {
         state.withLock { state in
+            guard state.webhooks[id]?.tenant == tenant else { return nil }
             state.webhooks[id]?.state = .pending
             state.webhooks[id]?.nextAttemptAt = now
             return state.webhooks[id]
@@ -121,9 +149,14 @@ final class MemorySessionStore: SessionStore {
         }
     }
 
-    func pruneWebhooks(createdBefore date: Date) async throws {
+    func pruneWebhooks(deliveredBefore: Date, failedBefore: Date, limit: Int) async throws -> Int {
         state.withLock { state in
-            state.webhooks = state.webhooks.filter { $0.value.state == .pending || $0.value.createdAt >= date }
+            let old = state.webhooks.values.filter {
+                ($0.state == .delivered && $0.createdAt < deliveredBefore)
+                    || ($0.state == .failed && $0.createdAt < failedBefore)
+            }.prefix(limit)
+            for message in old { state.webhooks[message.id] = nil }
+            return old.count
         }
     }
 

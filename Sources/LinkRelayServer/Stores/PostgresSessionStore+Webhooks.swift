@@ -5,15 +5,18 @@ import PostgresNIO
 /// The webhook outbox in PostgreSQL: messages are inserted by the statement that records their event
 /// (`UpdateSession`); instances share it, and `FOR UPDATE SKIP LOCKED` gives each due message to one.
 extension PostgresSessionStore {
-    private static let columns = "id, session_id, type, created_at, state, next_attempt_at, attempts, payload"
+    private static let columns = "id, session_id, tenant, type, created_at, state, next_attempt_at, attempts, payload"
 
-    func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
+    func claimWebhooks(tenant: String, dueBy now: Date, leaseUntil: Date, limit: Int) async throws
+        -> [WebhookMessage]
+    {
         try await writing {
             try await webhooks(
                 """
                 UPDATE linkrelay_webhooks SET next_attempt_at = \(leaseUntil)
                 WHERE id IN (
-                    SELECT id FROM linkrelay_webhooks WHERE state = 'pending' AND next_attempt_at <= \(now)
+                    SELECT id FROM linkrelay_webhooks
+                    WHERE tenant = \(tenant) AND state = 'pending' AND next_attempt_at <= \(now)
                     ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                 RETURNING \(unescaped: Self.columns)
                 """)
@@ -36,24 +39,27 @@ extension PostgresSessionStore {
         }
     }
 
-    func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+    func webhookMessages(tenant: String, state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
         guard let state else {
             return try await webhooks(
-                "SELECT \(unescaped: Self.columns) FROM linkrelay_webhooks ORDER BY created_at DESC, id DESC LIMIT \(limit)"
-            )
+                """
+                SELECT \(unescaped: Self.columns) FROM linkrelay_webhooks WHERE tenant = \(tenant)
+                ORDER BY created_at DESC, id DESC LIMIT \(limit)
+                """)
         }
         return try await webhooks(
             """
-            SELECT \(unescaped: Self.columns) FROM linkrelay_webhooks WHERE state = \(state.rawValue)
+            SELECT \(unescaped: Self.columns) FROM linkrelay_webhooks WHERE tenant = \(tenant) AND state = \(state.rawValue)
             ORDER BY created_at DESC, id DESC LIMIT \(limit)
             """)
     }
 
-    func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
+    func retryWebhook(id: String, tenant: String, now: Date) async throws -> WebhookMessage? {
         try await writing {
             try await webhooks(
                 """
-                UPDATE linkrelay_webhooks SET state = 'pending', next_attempt_at = \(now) WHERE id = \(id)
+                UPDATE linkrelay_webhooks SET state = 'pending', next_attempt_at = \(now)
+                WHERE id = \(id) AND tenant = \(tenant)
                 RETURNING \(unescaped: Self.columns)
                 """
             ).first
@@ -69,24 +75,34 @@ extension PostgresSessionStore {
         return WebhookBacklog(pending: 0, oldestPending: nil)
     }
 
-    func pruneWebhooks(createdBefore date: Date) async throws {
+    /// In batches of `limit`; several instances may prune at once (`SKIP LOCKED`).
+    func pruneWebhooks(deliveredBefore: Date, failedBefore: Date, limit: Int) async throws -> Int {
         try await writing {
-            _ = try await client.query(
-                "DELETE FROM linkrelay_webhooks WHERE state IN ('delivered', 'failed') AND created_at < \(date)",
-                logger: logger
-            ).collect()
+            var deleted = 0
+            let rows = try await client.query(
+                """
+                DELETE FROM linkrelay_webhooks WHERE id IN (
+                    SELECT id FROM linkrelay_webhooks
+                    WHERE (state = 'delivered' AND created_at < \(deliveredBefore))
+                        OR (state = 'failed' AND created_at < \(failedBefore))
+                    LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+                """, logger: logger)
+            for try await _ in rows { deleted += 1 }
+            return deleted
         }
     }
 
     private func webhooks(_ query: PostgresQuery) async throws -> [WebhookMessage] {
         var messages: [WebhookMessage] = []
         let rows = try await client.query(query, logger: logger)
-        for try await (id, session, type, created, state, next, attempts, payload) in rows.decode(
-            (String, String, String, Date, String, Date, String, String).self)
+        for try await (id, session, tenant, type, created, state, next, attempts, payload) in rows.decode(
+            (String, String, String, String, Date, String, Date, String, String).self)
         {
             messages.append(
                 WebhookMessage(
-                    id: id, type: type, sessionId: session, createdAt: created, payload: Array(payload.utf8),
+                    id: id, type: type, sessionId: session, tenant: tenant, createdAt: created,
+                    payload: Array(payload.utf8),
                     state: WebhookMessage.State(rawValue: state) ?? .failed, nextAttemptAt: next,
                     attempts: try WebhookMessage.attempts(stored: Array(attempts.utf8))))
         }

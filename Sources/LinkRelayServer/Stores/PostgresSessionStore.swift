@@ -98,6 +98,36 @@ final class PostgresSessionStore: SessionStore {
             "CREATE INDEX linkrelay_webhooks_due ON linkrelay_webhooks (next_attempt_at) WHERE state = 'pending'",
             "CREATE INDEX linkrelay_webhooks_by_state ON linkrelay_webhooks (state, created_at)",
         ],
+        // Tenants, and what retention deletes and erases. Messages and sessions stored before belong to
+        // `default` (a session's tenant is in its JSON, absent meaning `default`); a stored event's `at`
+        // is in seconds since 2001.
+        [
+            "ALTER TABLE linkrelay_sessions ADD COLUMN ended_at timestamptz, ADD COLUMN individual_until timestamptz",
+            """
+            UPDATE linkrelay_sessions AS s SET ended_at = (
+                SELECT to_timestamp((e.data::json->>'at')::float8 + 978307200) FROM linkrelay_events AS e
+                WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1)
+            WHERE s.state NOT IN ('waiting', 'tapped')
+            """,
+            // Kept since before: erased as though created with the default retention (15 min + 900 s).
+            """
+            UPDATE linkrelay_sessions
+            SET individual_until = to_timestamp((data::json->>'createdAt')::float8 + 978307200 + 1800)
+            WHERE data::json->'prefill'->'individual' IS NOT NULL
+            """,
+            "CREATE INDEX linkrelay_sessions_ended ON linkrelay_sessions (ended_at) WHERE ended_at IS NOT NULL",
+            """
+            CREATE INDEX linkrelay_sessions_individual ON linkrelay_sessions (individual_until)
+            WHERE individual_until IS NOT NULL
+            """,
+            "ALTER TABLE linkrelay_webhooks ADD COLUMN tenant text NOT NULL DEFAULT 'default'",
+            // Each tenant's receiver has its own claims: by tenant, then as before.
+            "DROP INDEX linkrelay_webhooks_due",
+            """
+            CREATE INDEX linkrelay_webhooks_due ON linkrelay_webhooks (tenant, next_attempt_at) WHERE state = 'pending'
+            """,
+            "CREATE INDEX linkrelay_webhooks_by_tenant ON linkrelay_webhooks (tenant, state, created_at)",
+        ],
     ]
 
     static var schemaVersion: Int { migrations.count }
@@ -283,6 +313,28 @@ final class PostgresSessionStore: SessionStore {
         try await decodeAll(Session.self, "SELECT data FROM linkrelay_sessions WHERE state IN ('waiting', 'tapped')")
     }
 
+    func sessionsWithIndividual(keptUntil date: Date, limit: Int) async throws -> [String] {
+        try await ids(
+            """
+            SELECT id FROM linkrelay_sessions WHERE individual_until <= \(date) ORDER BY individual_until LIMIT \(limit)
+            """)
+    }
+
+    /// Their events go with them (ON DELETE CASCADE). Several instances may purge at once: `SKIP LOCKED`
+    /// gives each its own rows.
+    func deleteSessions(endedBefore date: Date, limit: Int) async throws -> Int {
+        try await writing {
+            try await ids(
+                """
+                DELETE FROM linkrelay_sessions WHERE id IN (
+                    SELECT id FROM linkrelay_sessions WHERE ended_at < \(date) ORDER BY ended_at LIMIT \(limit)
+                    FOR UPDATE SKIP LOCKED)
+                RETURNING id
+                """
+            ).count
+        }
+    }
+
     /// The pool keeps retrying while the server is down, and a request waits meanwhile: `/readyz`
     /// must answer sooner than that.
     /// The server answers, and takes writes: a server that has become a read-only standby (after a
@@ -418,15 +470,16 @@ private struct UpdateSession: PostgresPreparedStatement {
     static let sql = """
         WITH s AS (
             UPDATE linkrelay_sessions SET state = $2, version = $3, expires_at = $4, data = $5,
-                verifier = CASE WHEN $6 THEN coalesce(verifier, $7) END
+                verifier = CASE WHEN $6 THEN coalesce(verifier, $7) END, ended_at = $17, individual_until = $18
             WHERE id = $1 AND version = $8
             RETURNING id, verifier),
         e AS (
             INSERT INTO linkrelay_events (session_id, seq, data)
             SELECT s.id, x.seq, x.data FROM s, unnest($9::int8[], $10::text[]) AS x (seq, data)),
         w AS (
-            INSERT INTO linkrelay_webhooks (id, session_id, type, created_at, state, next_attempt_at, attempts, payload)
-            SELECT x.id, s.id, x.type, x.at, 'pending', x.at, '[]', x.payload
+            INSERT INTO linkrelay_webhooks (
+                id, session_id, tenant, type, created_at, state, next_attempt_at, attempts, payload)
+            SELECT x.id, s.id, $19, x.type, x.at, 'pending', x.at, '[]', x.payload
             FROM s, unnest($13::text[], $14::text[], $15::timestamptz[], $16::text[]) AS x (id, type, at, payload))
         SELECT (SELECT pg_notify('\(PostgresSessionStore.channel)', s.id || ' ' || $11::text) WHERE $12),
             coalesce(s.verifier = $7, false)
@@ -438,12 +491,16 @@ private struct UpdateSession: PostgresPreparedStatement {
     var messages: [WebhookMessage]
     var instanceID: String
     func makeBindings() -> PostgresBindings {
-        .init(
+        var bindings = PostgresBindings(
             session.id, session.state.rawValue, session.version, session.expiresAt,
             String(decoding: session.storedJSON, as: UTF8.self), session.verificationPending, instanceID,
             expectedVersion, events.map(\.seq), events.map { String(decoding: $0.storedJSON, as: UTF8.self) },
             events.last?.seq ?? 0, !events.isEmpty, messages.map(\.id), messages.map(\.type),
             messages.map(\.createdAt), messages.map { String(decoding: $0.payload, as: UTF8.self) })
+        bindings.append(session.endedAt)  // $17, $18: either may be NULL
+        bindings.append(session.prefill?.individualKeptUntil)
+        bindings.append(session.owner)  // $19
+        return bindings
     }
 
     /// Whether the session's verifier is now this instance (the `pg_notify` column is not read).

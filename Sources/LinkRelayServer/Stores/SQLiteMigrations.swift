@@ -48,6 +48,33 @@ enum SQLiteMigrations {
                 created_at INTEGER NOT NULL, payload TEXT NOT NULL)
             """
         ],
+        // Tenants, and what retention deletes and erases. Messages and sessions stored before belong to
+        // `default` (a session's tenant is in its JSON, absent meaning `default`). Times in milliseconds
+        // since 1970; a stored event's `at` is in seconds since 2001. `ended_at` and `individual_until` are
+        // written only by the writes that change them, so a tap's update maintains neither index.
+        [
+            "ALTER TABLE sessions ADD COLUMN ended_at INTEGER",
+            "ALTER TABLE sessions ADD COLUMN individual_until INTEGER",
+            """
+            UPDATE sessions SET ended_at = CAST(round((json_extract(events, '$[#-1].at') + 978307200) * 1000) AS INTEGER)
+            WHERE state NOT IN ('waiting', 'tapped')
+            """,
+            // Kept since before: erased as though created with the default retention (15 min + 900 s).
+            """
+            UPDATE sessions SET individual_until =
+                CAST(round((json_extract(data, '$.createdAt') + 978307200 + 1800) * 1000) AS INTEGER)
+            WHERE json_extract(data, '$.prefill.individual') IS NOT NULL
+            """,
+            "CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL",
+            "CREATE INDEX sessions_individual ON sessions (individual_until) WHERE individual_until IS NOT NULL",
+            "ALTER TABLE webhook_messages ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'",
+            "ALTER TABLE webhook_queue ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'",
+            // Each tenant's receiver has its own claims: by tenant, then as before.
+            "DROP INDEX webhook_messages_due",
+            "CREATE INDEX webhook_messages_due ON webhook_messages (tenant, next_attempt_at) WHERE state = 'pending'",
+            "CREATE INDEX webhook_messages_by_tenant ON webhook_messages (tenant, state, created_at)",
+            "CREATE INDEX webhook_queue_by_tenant ON webhook_queue (tenant, seq)",
+        ],
     ]
 
     static var schemaVersion: Int { steps.count }

@@ -12,10 +12,10 @@ extension SQLiteSessionStore {
     /// A new message, in the event's write: pending, due at once, no attempt yet.
     static func insert(_ message: WebhookMessage, _ connection: SQLiteWriter.Connection) throws {
         _ = try connection.step(
-            "INSERT INTO webhook_queue (id, session_id, type, created_at, payload) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO webhook_queue (id, session_id, tenant, type, created_at, payload) VALUES (?, ?, ?, ?, ?, ?)",
             [
-                .text(message.id), .text(message.sessionId), .text(message.type), .integer(message.createdAt.millis),
-                .utf8(message.payload),
+                .text(message.id), .text(message.sessionId), .text(message.tenant), .text(message.type),
+                .integer(message.createdAt.millis), .utf8(message.payload),
             ])
     }
 
@@ -27,13 +27,19 @@ extension SQLiteSessionStore {
     ///
     /// `INDEXED BY`: left to itself, SQLite read every pending message through the index by state and
     /// sorted them for each claim (19 ms at 200,000 pending, and a drain of 35 messages a second after a
-    /// 10-minute outage); the index of due times gives the first `limit` at once.
-    func claimWebhooks(dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage] {
+    /// 10-minute outage); the index of due times gives the first `limit` at once. Both reads take one
+    /// tenant's messages by an index that starts with the tenant: another's backlog is never read.
+    func claimWebhooks(tenant: String, dueBy now: Date, leaseUntil: Date, limit: Int) async throws
+        -> [WebhookMessage]
+    {
         let (generation, skipped) = webhookLeases.withLock { $0.beginClaim(now: now) }
-        let queued = try await queuedWebhooks("ORDER BY seq LIMIT ?", [.integer(limit + skipped)])
+        let queued = try await queuedWebhooks(
+            "WHERE tenant = ? ORDER BY seq LIMIT ?", [.text(tenant), .integer(limit + skipped)])
         let retries = try await webhooks(
-            "INDEXED BY webhook_messages_due WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
-            [.integer(now.millis), .integer(limit + skipped)])
+            """
+            INDEXED BY webhook_messages_due WHERE tenant = ? AND state = 'pending' AND next_attempt_at <= ?
+            ORDER BY next_attempt_at LIMIT ?
+            """, [.text(tenant), .integer(now.millis), .integer(limit + skipped)])
         let due = (queued.map(\.message) + retries).sorted { $0.nextAttemptAt < $1.nextAttemptAt }
         return webhookLeases.withLock {
             $0.take(
@@ -51,7 +57,7 @@ extension SQLiteSessionStore {
             messages.map { message in
                 (
                     [
-                        .text(message.id), .text(message.sessionId), .text(message.type),
+                        .text(message.id), .text(message.sessionId), .text(message.tenant), .text(message.type),
                         .integer(message.createdAt.millis), .text(message.state.rawValue),
                         .integer(message.nextAttemptAt.millis), .utf8(WebhookMessage.storedAttempts(message.attempts)),
                         .utf8(message.payload),
@@ -72,43 +78,46 @@ extension SQLiteSessionStore {
     }
 
     private static let storeOutcomeSQL = """
-        INSERT INTO webhook_messages (id, session_id, type, created_at, state, next_attempt_at, attempts, payload)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        INSERT INTO webhook_messages (id, session_id, tenant, type, created_at, state, next_attempt_at, attempts, payload)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (id) DO UPDATE SET
             state = excluded.state, next_attempt_at = excluded.next_attempt_at, attempts = excluded.attempts
         """
 
-    func webhookMessages(state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+    func webhookMessages(tenant: String, state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
         let queued =
             state == nil || state == .pending
-            ? try await queuedWebhooks("ORDER BY seq DESC LIMIT ?", [.integer(limit)]).map(\.message) : []
+            ? try await queuedWebhooks("WHERE tenant = ? ORDER BY seq DESC LIMIT ?", [.text(tenant), .integer(limit)])
+                .map(\.message) : []
         let stored =
             if let state {
                 try await webhooks(
-                    "WHERE state = ? ORDER BY created_at DESC, id DESC LIMIT ?",
-                    [.text(state.rawValue), .integer(limit)])
+                    "WHERE tenant = ? AND state = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+                    [.text(tenant), .text(state.rawValue), .integer(limit)])
             } else {
-                try await webhooks("ORDER BY created_at DESC, id DESC LIMIT ?", [.integer(limit)])
+                try await webhooks(
+                    "WHERE tenant = ? ORDER BY created_at DESC, id DESC LIMIT ?", [.text(tenant), .integer(limit)])
             }
         let storedIDs = Set(stored.map(\.id))
         let all = stored + queued.filter { !storedIDs.contains($0.id) }
         return Array(all.sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }.prefix(limit))
     }
 
-    /// A queued message gets its row, due now, like any other.
-    func retryWebhook(id: String, now: Date) async throws -> WebhookMessage? {
+    /// A queued message gets its row, due now, like any other. Another tenant's id changes nothing.
+    func retryWebhook(id: String, tenant: String, now: Date) async throws -> WebhookMessage? {
         try await write { connection in
             _ = try connection.step(
                 """
-                INSERT OR IGNORE INTO webhook_messages (id, session_id, type, created_at, state, next_attempt_at, attempts, payload)
-                SELECT \(Self.queuedColumns) FROM webhook_queue WHERE id = ?
-                """, [.text(id)])
-            _ = try connection.step("DELETE FROM webhook_queue WHERE id = ?", [.text(id)])
+                INSERT OR IGNORE INTO webhook_messages (\(Self.columns))
+                SELECT \(Self.queuedColumns) FROM webhook_queue WHERE id = ? AND tenant = ?
+                """, [.text(id), .text(tenant)])
             _ = try connection.step(
-                "UPDATE webhook_messages SET state = 'pending', next_attempt_at = ? WHERE id = ?",
-                [.integer(now.millis), .text(id)])
+                "DELETE FROM webhook_queue WHERE id = ? AND tenant = ?", [.text(id), .text(tenant)])
+            _ = try connection.step(
+                "UPDATE webhook_messages SET state = 'pending', next_attempt_at = ? WHERE id = ? AND tenant = ?",
+                [.integer(now.millis), .text(id), .text(tenant)])
         }
-        return try await webhooks("WHERE id = ?", [.text(id)]).first
+        return try await webhooks("WHERE id = ? AND tenant = ?", [.text(id), .text(tenant)]).first
     }
 
     func webhookBacklog() async throws -> WebhookBacklog {
@@ -122,24 +131,29 @@ extension SQLiteSessionStore {
             oldestPending: oldest.map { Date(millis: Int($0)) })
     }
 
-    func pruneWebhooks(createdBefore date: Date) async throws {
-        try await write { connection in
+    /// In batches of `limit`, through the index by state: each write is short, and taps go between them.
+    func pruneWebhooks(deliveredBefore: Date, failedBefore: Date, limit: Int) async throws -> Int {
+        try await write(onCallersThread: false) { connection in
             _ = try connection.step(
-                "DELETE FROM webhook_messages WHERE state IN ('delivered', 'failed') AND created_at < ?",
-                [.integer(date.millis)])
+                """
+                DELETE FROM webhook_messages WHERE rowid IN (
+                    SELECT rowid FROM webhook_messages WHERE state = 'delivered' AND created_at < ?1
+                    UNION ALL SELECT rowid FROM webhook_messages WHERE state = 'failed' AND created_at < ?2
+                    LIMIT ?3)
+                """, [.integer(deliveredBefore.millis), .integer(failedBefore.millis), .integer(limit)])
+            return connection.changes
         }
     }
 
     private func webhooks(_ clause: String, _ binds: [SQLiteData]) async throws -> [WebhookMessage] {
-        try await read(
-            "SELECT id, session_id, type, created_at, state, next_attempt_at, attempts, payload FROM webhook_messages "
-                + clause, binds
-        ).map(Self.message)
+        try await read("SELECT \(Self.columns) FROM webhook_messages " + clause, binds).map(Self.message)
     }
+
+    private static let columns = "id, session_id, tenant, type, created_at, state, next_attempt_at, attempts, payload"
 
     /// A queued message as a row of `webhook_messages` has it: pending, due since created, no attempt yet.
     private static let queuedColumns =
-        "id, session_id, type, created_at, 'pending' AS state, created_at AS next_attempt_at, '[]' AS attempts, payload"
+        "id, session_id, tenant, type, created_at, 'pending' AS state, created_at AS next_attempt_at, '[]' AS attempts, payload"
 
     /// Queued messages, each with its row in the queue.
     private func queuedWebhooks(_ clause: String, _ binds: [SQLiteData]) async throws
@@ -154,6 +168,7 @@ extension SQLiteSessionStore {
         try WebhookMessage(
             id: row.column("id")?.string ?? "", type: row.column("type")?.string ?? "",
             sessionId: row.column("session_id")?.string ?? "",
+            tenant: row.column("tenant")?.string ?? Tenant.defaultName,
             createdAt: Date(millis: Int(row.column("created_at")?.integer ?? 0)),
             payload: Array((row.column("payload")?.string ?? "").utf8),
             state: WebhookMessage.State(rawValue: row.column("state")?.string ?? "") ?? .failed,

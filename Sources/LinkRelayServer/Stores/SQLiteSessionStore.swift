@@ -112,10 +112,13 @@ final class SQLiteSessionStore: SessionStore {
         -> SQLiteSessionStore
     {
         // `synchronous=NORMAL` in WAL mode keeps every commit across a process crash (kill -9);
-        // only an operating-system crash or power loss can lose the newest commits.
+        // only an operating-system crash or power loss can lose the newest commits. `secure_delete` zeroes
+        // what a write frees: an erased individual or a deleted session leaves no bytes behind in the
+        // file. A tap rewrites its row within its page, which is written anyway; only pages a purge frees
+        // cost a write more.
         let pragmas = [
             "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
-            "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)",
+            "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)", "PRAGMA secure_delete=ON",
         ]
         // A new file only where none exists, made private (0600) before SQLite opens it; an existing
         // one is looked at before any pragma can change it, and refused if the relay must not trust it.
@@ -230,14 +233,24 @@ final class SQLiteSessionStore: SessionStore {
     /// Stores a session (`?3`) at a new state and version (`?1`, `?2`) if it is still at `?6`, and
     /// appends the events in `?4` (their JSON objects, comma-separated; `NULL` for none) to its array.
     /// The events are spliced in as text: SQLite's `json_insert` parsed and wrote the whole array again
-    /// for every write.
-    static let updateSQL = """
-        UPDATE sessions SET state = ?1, version = ?2, data = ?3, events = CASE
-            WHEN ?4 IS NULL THEN events
-            WHEN events = '[]' THEN '[' || ?4 || ']'
-            ELSE substr(events, 1, length(events) - 1) || ',' || ?4 || ']' END
-        WHERE id = ?5 AND version = ?6
-        """
+    /// for every write. Only an ended session's write sets `ended_at` (`?7`), and only a Pre-Fill
+    /// session's `individual_until` (the next number): SQLite maintains an index for every write that
+    /// names its column, and a tap names neither. By `updateSQLIndex(ended:prefill:)`.
+    static let updateSQL: [String] = [(false, false), (true, false), (false, true), (true, true)].map {
+        ended, prefill in
+        var columns = ""
+        if ended { columns += ", ended_at = ?7" }
+        if prefill { columns += ", individual_until = ?\(ended ? 8 : 7)" }
+        return """
+            UPDATE sessions SET state = ?1, version = ?2, data = ?3, events = CASE
+                WHEN ?4 IS NULL THEN events
+                WHEN events = '[]' THEN '[' || ?4 || ']'
+                ELSE substr(events, 1, length(events) - 1) || ',' || ?4 || ']' END\(columns)
+            WHERE id = ?5 AND version = ?6
+            """
+    }
+
+    static func updateSQLIndex(ended: Bool, prefill: Bool) -> Int { (ended ? 1 : 0) + (prefill ? 2 : 0) }
 
     func update(
         _ session: Session, expectedVersion: Int, appending events: [SessionEvent],
@@ -253,15 +266,20 @@ final class SQLiteSessionStore: SessionStore {
             }
             appended = .utf8(objects)
         }
-        let values: [SQLiteWriter.Value] = [
+        var values: [SQLiteWriter.Value] = [
             .text(session.state.rawValue), .integer(session.version), .utf8(session.storedJSON), appended,
             .text(session.id), .integer(expectedVersion),
         ]
+        if let endedAt = session.endedAt { values.append(.integer(endedAt.millis)) }
+        if let prefill = session.prefill {
+            values.append(prefill.individualKeptUntil.map { .integer($0.millis) } ?? .null)
+        }
+        let sql = Self.updateSQL[Self.updateSQLIndex(ended: session.endedAt != nil, prefill: session.prefill != nil)]
         return try await write(
             // Whether it changed the row, from SQLite's count: `RETURNING` makes SQLite open a temporary
             // table, with a page cache of its own, for every update.
-            { connection in
-                _ = try connection.step(Self.updateSQL, values)
+            { [values] connection in
+                _ = try connection.step(sql, values)
                 guard connection.changes == 1 else { return false }
                 for message in messages { try Self.insert(message, connection) }
                 return true
@@ -319,6 +337,40 @@ final class SQLiteSessionStore: SessionStore {
     func activeSessions() async throws -> [Session] {
         let rows = try await read("SELECT data FROM sessions WHERE state IN ('waiting', 'tapped')")
         return try rows.map { try decode(Session.self, $0) }
+    }
+
+    func sessionsWithIndividual(keptUntil date: Date, limit: Int) async throws -> [String] {
+        try await read(
+            "SELECT id FROM sessions WHERE individual_until <= ? ORDER BY individual_until LIMIT ?",
+            [.integer(date.millis), .integer(limit)]
+        ).compactMap { $0.column("id")?.string }
+    }
+
+    /// Reads the ids first, so that the write, which holds up every other, only deletes; the write
+    /// does not run on the caller's thread (see `SQLiteWriter.write`).
+    func deleteSessions(endedBefore date: Date, limit: Int) async throws -> Int {
+        let ids = try await read(
+            "SELECT id FROM sessions WHERE ended_at < ? ORDER BY ended_at LIMIT ?",
+            [.integer(date.millis), .integer(limit)]
+        ).compactMap { $0.column("id")?.string }
+        guard !ids.isEmpty else { return 0 }
+        return try await write(
+            onCallersThread: false,
+            { connection in
+                var deleted = 0
+                for id in ids {
+                    _ = try connection.step(
+                        "DELETE FROM sessions WHERE id = ? AND ended_at < ?", [.text(id), .integer(date.millis)])
+                    deleted += connection.changes
+                }
+                return deleted
+            },
+            committed: { [cache] result in
+                guard case .success = result else { return }
+                cache.withLock { cache in
+                    for id in ids { cache.entry(id: id).map { cache.forget($0.session) } }
+                }
+            })
     }
 
     /// A real write, so that readiness fails on a file that cannot take one.

@@ -32,6 +32,8 @@ extension Session {
         json.add("verificationPending", verificationPending)
         json.add("result", object: result?.storedJSON)
         json.add("possessionType", possessionType?.rawValue)
+        json.add("tenant", tenant)
+        json.add("endedAt", secondsSinceReferenceDate: endedAt)
         // Pre-Fill only, and rare: `Codable` writes it.
         json.add("prefill", object: prefill.flatMap { try? JSONEncoder().encode($0) }.map(Array.init))
         return json.finish()
@@ -80,6 +82,7 @@ extension SessionResult {
         json.add("outcome", outcome.rawValue)
         json.add("phoneNumber", phoneNumber)
         json.add("proveId", proveId)
+        json.add("proveSuccess", proveSuccess)
         json.add("reason", reason)
         json.add("success", success)
         return json.finish()

@@ -8,10 +8,14 @@ import NIOHTTP1
 import NIOPosix
 import ServiceLifecycle
 
-/// Sends the outbox's messages to the webhook URL, signed (Standard Webhooks), at least once each.
+/// Sends the outbox's messages to their tenants' webhook URLs, signed (Standard Webhooks), at least once each.
 ///
-/// One loop claims due messages (leased, so no other instance sends them meanwhile) while fewer than
-/// `concurrency` are in flight, and each is sent in a task of its own on an HTTP client of its own, all
+/// Each tenant with a webhook has a lane of its own (`Lane`): its receiver's circuit breaker, its HTTP
+/// client and its sends in flight. A tenant whose receiver is down, slow or huge in its answers ties up
+/// only its own lane: another tenant's messages are claimed (by tenant) and sent as if it were alone.
+///
+/// One loop claims each lane's due messages (leased, so no other instance sends them meanwhile) while
+/// fewer than `concurrency` of that lane's are in flight, and each is sent in a task of its own, all
 /// on a thread of the sender's own: a receiver that is slow, down or huge in its answers ties up only
 /// these tasks and that thread, never a tap, a channel or a call to Prove. The sends' work never queues
 /// on the channels' event loops ahead of a tap, and the thread runs at a lower priority (nice 10): when
@@ -25,7 +29,7 @@ import ServiceLifecycle
 /// wrote and with them its checkpoint's flush, which the taps' commits then waited behind
 /// (Benchmarks/HISTORY.md, "Webhooks").
 ///
-/// A circuit breaker stands for the receiver: after 5 failures in a row, one message goes every 5 s
+/// A circuit breaker stands for each receiver: after 5 failures in a row, one message goes every 5 s
 /// until one is taken. Meanwhile the others wait, due, without an attempt each: when the receiver is
 /// back, the backlog goes at once, not at each message's next retry, and an outage costs a few
 /// attempts rather than one per message and retry.
@@ -45,61 +49,93 @@ final class WebhookSender: Service, Sendable {
     static let recordInterval: Duration = .milliseconds(20)
     /// The answer bodies read, then dropped: more, and the connection is closed instead.
     static let maximumAnswerBytes = 64 * 1024
-    /// Delivered and failed messages are kept this long for `GET /v1/webhooks/messages`.
-    static let keepFor: TimeInterval = 7 * 24 * 3600
     /// Attempts kept per message (the newest); only repeated manual retries reach it.
     static let keptAttempts = 50
     static let receiverFailures = 5
     static let probeInterval: TimeInterval = 5
 
-    let settings: WebhookSettings
+    /// One tenant's receiver: where its messages go and how they are signed, the breaker that stands for
+    /// it, the client of its sends, and how many of them are in flight.
+    final class Lane: Sendable {
+        let tenant: String
+        let settings: WebhookSettings
+        let receiver: CircuitBreaker
+        /// The client of the sends; a probe that gets through brings its own (`send`).
+        let client: Locked<HTTPClient>
+        /// The client before the last probe's, shut down at the next swap or at the end: sends may still run on it.
+        let retired = Locked<HTTPClient?>(nil)
+        let inFlight = Locked(0)
+
+        init(tenant: String, settings: WebhookSettings, receiver: CircuitBreaker, client: HTTPClient) {
+            self.tenant = tenant
+            self.settings = settings
+            self.receiver = receiver
+            self.client = Locked(client)
+        }
+
+        /// Makes `client` the sends' client; returns the client to shut down now (the one retired before).
+        func swapClient(_ client: HTTPClient) -> HTTPClient? {
+            let old = self.client.withLock { current in
+                defer { current = client }
+                return current
+            }
+            return retired.withLock { retired in
+                defer { retired = old }
+                return retired
+            }
+        }
+    }
+
+    let lanes: [Lane]
     let outbox: any WebhookOutbox
     let clock: any RelayClock
     let metrics: RelayMetrics
     let logger: Logger
     let attemptTimeout: TimeInterval
     private let configuration: HTTPClient.Configuration
-    /// The client of the sends; a probe that gets through brings its own (`send`).
-    private let client: Locked<HTTPClient>
-    /// The client before the last probe's, shut down at the next swap or at the end: sends may still run on it.
-    private let retired = Locked<HTTPClient?>(nil)
     private let thread = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let executor: EventLoopTaskExecutor
     private let wakeUps = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-    private let inFlight = Locked(0)
     /// Attempts that ended, waiting for the next `record()`; their messages stay leased until then.
     private let ended = Locked<[WebhookMessage]>([])
     private let endings = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-    let receiver: CircuitBreaker
 
+    /// `webhooks`: each tenant with a webhook, and its settings.
     init(
-        settings: WebhookSettings, outbox: any WebhookOutbox, clock: any RelayClock, metrics: RelayMetrics,
-        logger: Logger, attemptTimeout: TimeInterval = WebhookSender.attemptTimeout
+        webhooks: [(tenant: String, settings: WebhookSettings)], outbox: any WebhookOutbox, clock: any RelayClock,
+        metrics: RelayMetrics, logger: Logger, attemptTimeout: TimeInterval = WebhookSender.attemptTimeout
     ) {
         self.attemptTimeout = attemptTimeout
-        self.settings = settings
         self.outbox = outbox
         self.clock = clock
         self.metrics = metrics
         self.logger = logger
-        // Its changes are logged, not every attempt: a receiver down at a thousand events a second would
-        // otherwise fill the log. Never the URL (it may carry a token), a body or a header.
-        receiver = CircuitBreaker(
-            failureThreshold: Self.receiverFailures, openDuration: Self.probeInterval,
-            probeTimeout: attemptTimeout + Self.probeInterval
-        ) { _, to in
-            switch to {
-            case .open: logger.warning("The webhook receiver does not take messages; trying one every 5 s")
-            case .closed: logger.notice("The webhook receiver takes messages again")
-            case .halfOpen: break
-            }
-        }
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(5), read: .milliseconds(Int64(attemptTimeout * 1000))))
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = Self.concurrency
         self.configuration = configuration
-        client = Locked(HTTPClient(eventLoopGroupProvider: .shared(thread), configuration: configuration))
+        lanes = webhooks.map { [thread] tenant, settings in
+            // Its changes are logged, not every attempt: a receiver down at a thousand events a second would
+            // otherwise fill the log. Never the URL (it may carry a token), a body or a header.
+            let receiver = CircuitBreaker(
+                failureThreshold: Self.receiverFailures, openDuration: Self.probeInterval,
+                probeTimeout: attemptTimeout + Self.probeInterval
+            ) { _, to in
+                switch to {
+                case .open:
+                    logger.warning(
+                        "The webhook receiver does not take messages; trying one every 5 s",
+                        metadata: ["tenant": .string(tenant)])
+                case .closed:
+                    logger.notice("The webhook receiver takes messages again", metadata: ["tenant": .string(tenant)])
+                case .halfOpen: break
+                }
+            }
+            return Lane(
+                tenant: tenant, settings: settings, receiver: receiver,
+                client: HTTPClient(eventLoopGroupProvider: .shared(thread), configuration: configuration))
+        }
         executor = EventLoopTaskExecutor(thread.next())
         // On Linux a thread's nice value is its own: this lowers the sender's thread only.
         thread.next().execute { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10) }
@@ -112,7 +148,9 @@ final class WebhookSender: Service, Sendable {
         await withTaskExecutorPreference(executor) {
             await sendUntilShutdown()
         }
-        for client in [client.value, retired.value].compactMap({ $0 }) { try? await client.shutdown() }
+        for lane in lanes {
+            for client in [lane.client.value, lane.retired.value].compactMap({ $0 }) { try? await client.shutdown() }
+        }
         try? await thread.shutdownGracefully()
     }
 
@@ -134,30 +172,13 @@ final class WebhookSender: Service, Sendable {
                 let now = clock.now()
                 if now >= upkeep {
                     upkeep = now.addingTimeInterval(5)
-                    await keepUp(now)
+                    if let backlog = try? await outbox.webhookBacklog() { metrics.webhookBacklog(backlog, at: now) }
                 }
-                let free = Self.concurrency - inFlight.value
-                guard free > 0, let first = receiver.acquire(now: now) else { continue }
-                let limit = first.isProbe ? 1 : free
-                let claimed: [WebhookMessage]
-                do {
-                    claimed = try await outbox.claimWebhooks(
-                        dueBy: now, leaseUntil: now.addingTimeInterval(Self.lease), limit: limit)
-                } catch {
-                    continue  // the store says so itself; the next tick tries again
+                var more = false
+                for lane in lanes {
+                    if await claim(for: lane, now: now, into: &group) { more = true }
                 }
-                // No message to probe with: the receiver stays untried for another interval.
-                if claimed.isEmpty, first.isProbe { receiver.record(first, success: false, now: now) }
-                inFlight.withLock { $0 += claimed.count }
-                for (index, message) in claimed.enumerated() {
-                    let permit = index == 0 ? first : receiver.acquire(now: now)
-                    group.addTask {
-                        await self.send(message, permit: permit)
-                        self.inFlight.withLock { $0 -= 1 }
-                        self.wake()
-                    }
-                }
-                if claimed.count == limit, !first.isProbe {
+                if more {
                     wake()  // there may be more due
                 } else {
                     try? await Task.sleep(for: Self.claimInterval)
@@ -184,18 +205,38 @@ final class WebhookSender: Service, Sendable {
         try? await outbox.recordWebhookAttempts(outcomes)
     }
 
-    /// The queue's gauges, and the pruning of old delivered and failed messages.
-    private func keepUp(_ now: Date) async {
-        if let backlog = try? await outbox.webhookBacklog() {
-            metrics.webhookBacklog(backlog, at: now)
+    /// Claims `lane`'s due messages while it has room and its breaker lets them go, and starts their
+    /// sends. True when it took a whole batch: more may be due.
+    private func claim(for lane: Lane, now: Date, into group: inout DiscardingTaskGroup) async -> Bool {
+        let free = Self.concurrency - lane.inFlight.value
+        guard free > 0, let first = lane.receiver.acquire(now: now) else { return false }
+        let limit = first.isProbe ? 1 : free
+        let claimed: [WebhookMessage]
+        do {
+            claimed = try await outbox.claimWebhooks(
+                tenant: lane.tenant, dueBy: now, leaseUntil: now.addingTimeInterval(Self.lease), limit: limit)
+        } catch {
+            return false  // the store says so itself; the next tick tries again
         }
-        try? await outbox.pruneWebhooks(createdBefore: now.addingTimeInterval(-Self.keepFor))
+        // No message to probe with: the receiver stays untried for another interval.
+        if claimed.isEmpty, first.isProbe { lane.receiver.record(first, success: false, now: now) }
+        lane.inFlight.withLock { $0 += claimed.count }
+        for (index, message) in claimed.enumerated() {
+            let permit = index == 0 ? first : lane.receiver.acquire(now: now)
+            group.addTask {
+                await self.send(message, lane: lane, permit: permit)
+                lane.inFlight.withLock { $0 -= 1 }
+                self.wake()
+            }
+        }
+        return claimed.count == limit && !first.isProbe
     }
 
     /// One attempt; its outcome is stored with the others that end about then (`record()`).
-    func send(_ message: WebhookMessage, permit: CircuitBreaker.Permit?) async {
+    func send(_ message: WebhookMessage, lane: Lane, permit: CircuitBreaker.Permit?) async {
         let started = clock.now()
         let timestamp = Int(started.timeIntervalSince1970)
+        let settings = lane.settings
         var request = HTTPClientRequest(url: settings.url.absoluteString)
         request.method = .POST
         request.headers = [
@@ -215,7 +256,7 @@ final class WebhookSender: Service, Sendable {
         let isProbe = permit?.isProbe == true
         let client =
             isProbe
-            ? HTTPClient(eventLoopGroupProvider: .shared(thread), configuration: configuration) : self.client.value
+            ? HTTPClient(eventLoopGroupProvider: .shared(thread), configuration: configuration) : lane.client.value
         do {
             let response = try await client.execute(request, deadline: .now() + .init(timeout), logger: logger)
             status = Int(response.status.code)
@@ -240,7 +281,7 @@ final class WebhookSender: Service, Sendable {
             problem = Self.describe(error)
         }
         let elapsed = ContinuousClock.now - begin
-        if isProbe { try? await (problem == nil ? swapClient(client) : client)?.shutdown() }
+        if isProbe { try? await (problem == nil ? lane.swapClient(client) : client)?.shutdown() }
         var updated = message
         updated.attempts.append(
             .init(
@@ -262,24 +303,14 @@ final class WebhookSender: Service, Sendable {
             outcome = .failed
             logger.warning(
                 "Webhook message given up after 24 hours",
-                metadata: ["webhook_id": .string(message.id), "type": .string(message.type)])
+                metadata: [
+                    "webhook_id": .string(message.id), "type": .string(message.type), "tenant": .string(lane.tenant),
+                ])
         }
         metrics.webhookAttempt(outcome)
-        if let permit { receiver.record(permit, success: problem == nil, now: clock.now()) }
+        if let permit { lane.receiver.record(permit, success: problem == nil, now: clock.now()) }
         ended.withLock { $0.append(updated) }
         endings.continuation.yield()
-    }
-
-    /// Makes `client` the sends' client; returns the client to shut down now (the one retired before).
-    private func swapClient(_ client: HTTPClient) -> HTTPClient? {
-        let old = self.client.withLock { current in
-            defer { current = client }
-            return current
-        }
-        return retired.withLock { retired in
-            defer { retired = old }
-            return retired
-        }
     }
 
     /// When the attempt after `attempts` attempts is due, with jitter; nil once 24 hours have passed.

@@ -2,12 +2,13 @@ import Foundation
 import LinkRelayCore
 
 /// `GET /v1/webhooks/messages` and `POST /v1/webhooks/messages/{id}/retry` (API key): what the outbox
-/// holds, and a message sent again now. 404 while no `--webhook-url` is set.
+/// holds of the caller's tenant, and one of its messages sent again now. 404 while the tenant has no
+/// webhook; another tenant's message id is unknown (404).
 final class WebhooksController: Sendable {
     let sender: WebhookSender?
-    let authorize: @Sendable (RelayRequest) throws -> Void
+    let authorize: @Sendable (RelayRequest) throws -> APIKeys.Caller
 
-    init(sender: WebhookSender?, authorize: @escaping @Sendable (RelayRequest) throws -> Void) {
+    init(sender: WebhookSender?, authorize: @escaping @Sendable (RelayRequest) throws -> APIKeys.Caller) {
         self.sender = sender
         self.authorize = authorize
     }
@@ -17,33 +18,34 @@ final class WebhooksController: Sendable {
 
     /// `?state=pending|delivered|failed` (every state when absent), `?limit=` 1 to 1000; newest first.
     func list(_ request: RelayRequest) throws -> Reply {
-        let sender = try configured(request)
+        let (sender, tenant) = try configured(request)
         var state: WebhookMessage.State?
-        if let text = request.queryItem("state") {
+        if let text = try request.queryItem("state") {
             guard let parsed = WebhookMessage.State(rawValue: text) else {
                 throw Problem.badRequest("state is pending, delivered or failed.")
             }
             state = parsed
         }
         var limit = Self.defaultLimit
-        if let text = request.queryItem("limit") {
+        if let text = try request.queryItem("limit") {
             guard let number = Int(text), (1...Self.maximumLimit).contains(number) else {
                 throw Problem.badRequest("limit is a number from 1 to \(Self.maximumLimit).")
             }
             limit = number
         }
         return .later { [state, limit] in
-            let messages = try await sender.outbox.webhookMessages(state: state, limit: limit)
+            let messages = try await sender.outbox.webhookMessages(tenant: tenant, state: state, limit: limit)
             return .json(MessageList(messages: messages.map(MessageView.init)))
         }
     }
 
     /// Makes the message pending and due now, whatever its state, and wakes the sender: 202.
     func retry(_ request: RelayRequest) throws -> Reply {
-        let sender = try configured(request)
+        let (sender, tenant) = try configured(request)
         let id = String(request.parameters[0])
         return .later {
-            guard let message = try await sender.outbox.retryWebhook(id: id, now: sender.clock.now()) else {
+            guard let message = try await sender.outbox.retryWebhook(id: id, tenant: tenant, now: sender.clock.now())
+            else {
                 throw Problem.notFound("No webhook message has this id.")
             }
             sender.wake()
@@ -51,10 +53,13 @@ final class WebhooksController: Sendable {
         }
     }
 
-    private func configured(_ request: RelayRequest) throws -> WebhookSender {
-        try authorize(request)
-        guard let sender else { throw Problem.notFound("No webhook URL is configured (--webhook-url).") }
-        return sender
+    private func configured(_ request: RelayRequest) throws -> (WebhookSender, tenant: String) {
+        let tenant = try authorize(request).tenant
+        guard let sender, sender.lanes.contains(where: { $0.tenant == tenant }) else {
+            throw Problem.notFound(
+                "No webhook URL is configured for this tenant (--webhook-url, or its entry in --tenants).")
+        }
+        return (sender, tenant)
     }
 
     private struct MessageList: Encodable {

@@ -1,0 +1,227 @@
+import Foundation
+import LinkRelayCore
+import LinkRelayTestSupport
+import ProveAPI
+import ProveSandbox
+import Testing
+
+@testable import LinkRelayServer
+
+/// What the relay keeps, and for how long (`--identity-retention`, `--retention`): `SessionService` and
+/// `RetentionSweeper` on each store, with the sandbox in process and a manual clock.
+@Suite("Retention: identity data and ended sessions", .timeLimit(.minutes(2)))
+struct RetentionTests {
+    static let stores = ["memory", "sqlite"] + (TestPostgres.available ? ["postgres"] : [])
+    static let milo = PrefillServiceTests.milo
+    /// What the sandbox's challenge finds for Milo Pinson, and must not outlive the retention.
+    static let identity = ["Pinson", "1981-01-17"]
+
+    struct Harness {
+        let clock: ManualClock
+        let store: any SessionStore
+        let service: SessionService
+        let sweeper: RetentionSweeper
+        /// The SQLite file, when the store is one.
+        let file: URL?
+    }
+
+    /// A service on `kind` with webhooks for `default` (so that messages are written), then closes the store.
+    static func with(
+        _ kind: String, identityRetention: TimeInterval = 900, retentionDays: Int = 7,
+        _ body: (Harness) async throws -> Void
+    ) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lr-keep-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("relay.sqlite")
+        let store: any SessionStore =
+            switch kind {
+            case "sqlite": try await SQLiteSessionStore.open(path: file.path, logger: quietLogger())
+            case "postgres":
+                try await PostgresSessionStore.open(
+                    url: try PostgresURL(try await TestPostgres.createDatabase()), logger: quietLogger())
+            default: MemorySessionStore()
+            }
+        let clock = ManualClock()
+        let service = SessionService(
+            store: store, bus: SessionServiceTests.RecordingBus(),
+            prove: SandboxProveClient(
+                sandbox: ProveSandbox(publicBaseURL: "https://relay.example"), overHTTP: ScriptedProve(),
+                observer: nil, logger: quietLogger()),
+            clock: clock, metrics: RelayMetrics(), logger: quietLogger(), publicURL: "https://relay.example",
+            defaultHold: 180, webhooks: WebhookReporter(tenants: [Tenant.defaultName], committed: {}),
+            identityRetention: identityRetention)
+        let harness = Harness(
+            clock: clock, store: store, service: service,
+            sweeper: RetentionSweeper(service: service, retentionDays: retentionDays, batch: 3, pause: .zero),
+            file: kind == "sqlite" ? file : nil)
+        do {
+            try await body(harness)
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        try await store.close()
+    }
+
+    /// Milo's Pre-Fill session, tapped and verified, with the challenge taken: the individual is kept.
+    static func challenged(_ harness: Harness, idempotencyKey: String? = nil) async throws -> Session {
+        var request = CreateSessionRequest(phoneNumber: milo)
+        request.flow = .prefill
+        request.ssn = "0596"
+        let session = try await harness.service.create(request, idempotencyKey: idempotencyKey)
+        _ = try await harness.service.land(
+            linkKey: session.linkKey, parameters: LandingParameters(asc: true, authId: PrefillServiceTests.authId))
+        await Verifier(service: harness.service).verify(sessionID: session.id)
+        let found = try await harness.service.challenge(sessionID: session.id, tenant: Tenant.defaultName, .init())
+        #expect(found.individual?.lastName == "Pinson")
+        return try #require(try await harness.store.session(id: session.id))
+    }
+
+    /// What `GET /v1/sessions/{id}` answers now.
+    static func view(_ harness: Harness, _ id: String) async throws -> String {
+        let session = try #require(try await harness.store.session(id: id))
+        return String(decoding: RelayJSON.encode(SessionView(session, events: nil)), as: UTF8.self)
+    }
+
+    @Test(
+        "Without the complete step, the individual is erased the retention after Prove's 15 minutes; GET says when",
+        arguments: stores)
+    func erasedAfterProvesWindow(_ kind: String) async throws {
+        try await Self.with(kind) { harness in
+            let session = try await Self.challenged(harness)
+            let deadline = session.createdAt.addingTimeInterval(SessionService.proveFlowLifetime + 900)
+            #expect(session.prefill?.individualKeptUntil == deadline)
+            #expect(try await Self.view(harness, session.id).contains("Pinson"))
+
+            harness.clock.advance(by: deadline.timeIntervalSince(harness.clock.now()) - 1)
+            #expect(await harness.sweeper.sweep().erased == 0)
+            #expect(try await Self.view(harness, session.id).contains("Pinson"), "kept until its time")
+
+            harness.clock.advance(by: 1)
+            #expect(await harness.sweeper.sweep().erased == 1)
+            let erased = try #require(try await harness.store.session(id: session.id))
+            #expect(erased.prefill?.individual == nil)
+            #expect(erased.prefill?.individualErasedAt == deadline)
+            #expect(erased.prefill?.next == session.prefill?.next, "only the individual goes")
+            let view = try await Self.view(harness, session.id)
+            #expect(view.contains(#""individualErasedAt""#))
+            for value in Self.identity { #expect(!view.contains(value)) }
+            #expect(await harness.sweeper.sweep().erased == 0, "once")
+
+        }
+    }
+
+    @Test("A deleted session leaves no trace of its identity data in the SQLite file")
+    func deletedLeavesNoTrace() async throws {
+        try await Self.with("sqlite", identityRetention: 86_400, retentionDays: 1) { harness in
+            let session = try await Self.challenged(harness)
+            let sqlite = try #require(harness.store as? SQLiteSessionStore)
+            let file = try #require(harness.file)
+            try await sqlite.checkpoint()
+            #expect(try Data(contentsOf: file).range(of: Data("Pinson".utf8)) != nil, "the individual is in the file")
+            // Ended at its verification; deleted a day later, before its individual's own time came.
+            harness.clock.advance(by: 86_400 + 1)
+            #expect(await harness.sweeper.sweep().sessions == 1)
+            #expect(try await harness.store.session(id: session.id) == nil)
+            try await sqlite.checkpoint()
+            let bytes = try Data(contentsOf: file)
+            for value in Self.identity { #expect(bytes.range(of: Data(value.utf8)) == nil, "\(value) in the file") }
+        }
+    }
+
+    @Test(
+        "After the complete step, the individual is erased the retention after it; 0 erases it at once",
+        arguments: stores)
+    func erasedAfterComplete(_ kind: String) async throws {
+        try await Self.with(kind, identityRetention: 60) { harness in
+            let session = try await Self.challenged(harness)
+            harness.clock.advance(by: 30)
+            let person = try #require(session.prefill?.individual)
+            _ = try await harness.service.complete(sessionID: session.id, tenant: Tenant.defaultName, person)
+            let completed = try #require(try await harness.store.session(id: session.id))
+            #expect(completed.prefill?.individualKeptUntil == harness.clock.now().addingTimeInterval(60))
+            harness.clock.advance(by: 60)
+            #expect(await harness.sweeper.sweep().erased == 1)
+            #expect(try await harness.store.session(id: session.id)?.prefill?.individual == nil)
+        }
+        try await Self.with(kind, identityRetention: 0) { harness in
+            let session = try await Self.challenged(harness)
+            let person = try #require(session.prefill?.individual)
+            _ = try await harness.service.complete(sessionID: session.id, tenant: Tenant.defaultName, person)
+            let completed = try #require(try await harness.store.session(id: session.id))
+            #expect(completed.prefill?.individual == nil)
+            #expect(completed.prefill?.individualErasedAt == harness.clock.now())
+            #expect(completed.prefill?.completed == true)
+        }
+    }
+
+    @Test(
+        "Ended sessions, their events, Idempotency-Keys and settled webhook messages go after the retention; live ones stay",
+        arguments: stores)
+    func endedSessionsDeleted(_ kind: String) async throws {
+        try await Self.with(kind, retentionDays: 1) { harness in
+            let service = harness.service
+            // Seven ended sessions (more than a batch of 3), one live.
+            var ended: [Session] = []
+            for index in 0..<7 {
+                let session = try await service.create(
+                    CreateSessionRequest(phoneNumber: "2001004014"), idempotencyKey: "default/order-\(index)")
+                _ = try await service.cancel(sessionID: session.id, tenant: Tenant.defaultName)
+                ended.append(session)
+            }
+            let endedAt = harness.clock.now()
+            harness.clock.advance(by: 3600)
+            let live = try await service.create(CreateSessionRequest(phoneNumber: "2001004014"), idempotencyKey: nil)
+            // Sent, as the sender sends them: claimed, then their outcomes stored.
+            let messages = try await harness.store.claimWebhooks(
+                tenant: Tenant.defaultName, dueBy: harness.clock.now(), leaseUntil: harness.clock.now() + 60, limit: 100
+            )
+            #expect(messages.count == 7, "one session.cancelled each")
+            try await harness.store.recordWebhookAttempts(
+                messages.map { message in
+                    var delivered = message
+                    delivered.state = .delivered
+                    delivered.attempts = [.init(at: endedAt, status: 204, error: nil, durationMs: 3)]
+                    return delivered
+                })
+
+            harness.clock.advance(by: endedAt.addingTimeInterval(86_400 - 1).timeIntervalSince(harness.clock.now()))
+            #expect(await harness.sweeper.sweep().sessions == 0, "not before the retention")
+
+            harness.clock.advance(by: 2)
+            let swept = await harness.sweeper.sweep()
+            #expect(swept.sessions == 7)
+            #expect(swept.messages == 7)
+            for session in ended {
+                #expect(try await harness.store.session(id: session.id) == nil)
+                #expect(try await harness.store.session(linkKey: session.linkKey) == nil)
+                #expect(try await harness.store.events(sessionID: session.id, after: 0).isEmpty)
+            }
+            #expect(try await harness.store.session(idempotencyKey: "default/order-0") == nil)
+            #expect(try await harness.store.webhookMessages(tenant: Tenant.defaultName, state: nil, limit: 100).isEmpty)
+            #expect(try await harness.store.session(id: live.id)?.state == .waiting, "a live session stays")
+            // The Idempotency-Key is free again: a new session, not the deleted one.
+            let again = try await service.create(
+                CreateSessionRequest(phoneNumber: "2001004014"), idempotencyKey: "default/order-0")
+            #expect(again.id != ended[0].id)
+        }
+    }
+
+    @Test("A failed webhook message is kept the retention after it was given up, not after it was made")
+    func failedMessagesKeptFromGivingUp() async throws {
+        try await Self.with("sqlite", retentionDays: 1) { harness in
+            try await WebhookFixtures.enqueue(harness.store, at: harness.clock.now())
+            let claimed = try await harness.store.claimWebhooks(
+                tenant: Tenant.defaultName, dueBy: harness.clock.now(), leaseUntil: harness.clock.now() + 60, limit: 1)
+            var failed = try #require(claimed.first)
+            failed.state = .failed
+            failed.attempts = [.init(at: harness.clock.now(), status: 503, error: "answered 503", durationMs: 3)]
+            try await harness.store.recordWebhookAttempts([failed])
+            harness.clock.advance(by: 86_400 + 1)
+            #expect(await harness.sweeper.sweep().messages == 0)
+            harness.clock.advance(by: WebhookSender.retryFor)
+            #expect(await harness.sweeper.sweep().messages == 1)
+        }
+    }
+}
