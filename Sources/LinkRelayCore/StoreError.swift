@@ -4,4 +4,8 @@ public enum StoreError: Error, Sendable, Equatable {
     /// database is out of reach); the write changed nothing. The relay answers 503 until one goes
     /// through again.
     case unavailable
+    /// The store's file is damaged (SQLite met a corrupt page). Nothing the store answers can be
+    /// trusted, so the relay answers 503 for everything that needs the store until an operator restores
+    /// the file and restarts it.
+    case corrupt
 }

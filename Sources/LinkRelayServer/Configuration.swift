@@ -83,6 +83,8 @@ public struct RelayConfiguration: Sendable {
     public var metricsListen: (host: String, port: Int)?
     /// The apps whose Universal Links / App Links the relay's landings are (`--ios-app-id`, ...).
     public var deepLinks = DeepLinks()
+    /// Where SIGUSR1 writes a backup of the SQLite store (`--backup-dir`); nil: SIGUSR1 writes none.
+    public var backupDirectory: String?
 
     /// Every tenant's API keys, in order.
     public var apiKeys: [String] { tenants.flatMap(\.apiKeys) }
@@ -121,6 +123,7 @@ public struct RelayConfiguration: Sendable {
             ("webhook-url", "LINKRELAY_WEBHOOK_URL"), ("webhook-secret", "LINKRELAY_WEBHOOK_SECRET"),
             ("tenants", "LINKRELAY_TENANTS"), ("identity-retention", "LINKRELAY_IDENTITY_RETENTION"),
             ("retention", "LINKRELAY_RETENTION"),
+            ("backup-dir", "LINKRELAY_BACKUP_DIR"),
         ] + Limits.settings.map { ($0.flag, $0.env) }
 
     /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
@@ -317,6 +320,9 @@ public struct RelayConfiguration: Sendable {
             config.identityRetention = TimeInterval(seconds)
         }
         if let days = try number("retention", in: 1...3650) { config.retentionDays = days }
+        if let directory = value("backup-dir") {
+            config.backupDirectory = try checkedBackupDirectory(directory, store: config.store)
+        }
         return config
     }
 
@@ -385,6 +391,27 @@ public struct RelayConfiguration: Sendable {
             throw refused("is http on a host that is not loopback: use https")
         }
         return scheme + "://" + host + (port.map { ":" + $0 } ?? "")
+    }
+
+    /// `--backup-dir` is for the SQLite store (PostgreSQL has its own tools), and must be a directory the
+    /// relay can write into: found out at start, not at the first SIGUSR1.
+    private static func checkedBackupDirectory(_ directory: String, store: Store) throws(ConfigurationError)
+        -> String
+    {
+        guard case .sqlite = store else {
+            throw ConfigurationError(
+                "--backup-dir: only with --store sqlite:PATH (back PostgreSQL up with its own tools)")
+        }
+        var status = stat()
+        guard stat(directory, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+            throw ConfigurationError("--backup-dir: \"\(directory)\" is not a directory")
+        }
+        guard access(directory, W_OK | X_OK) == 0 else {
+            throw ConfigurationError("--backup-dir: \"\(directory)\" is not writable by this process")
+        }
+        var trimmed = directory
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed.removeLast() }
+        return trimmed
     }
 
     /// Whether `host` listens on loopback only: `localhost`, 127.0.0.0/8 or ::1.

@@ -20,6 +20,8 @@ public struct LinkRelay: Sendable {
     let hub: ChannelHub
     let draining: Draining
     let running: AsyncStream<Void>
+    /// With `--backup-dir`: the SQLite store's backups, written on SIGUSR1.
+    var backups: SQLiteBackups? = nil
 
     public var store: any SessionStore { service.store }
 
@@ -46,14 +48,16 @@ public struct LinkRelay: Sendable {
     /// The relay as one service group: on a signal (or `triggerGracefulShutdown()`) the drain runs
     /// first, then the server stops, then the verifier, sweeper and store. The whole shutdown is
     /// bounded: after `--drain-timeout` and a few seconds more, whatever still runs is cancelled.
-    /// With `handlingSignals`, SIGTERM and SIGINT start the shutdown.
+    /// With `handlingSignals`, SIGTERM and SIGINT start the shutdown and SIGUSR1 writes a backup.
     public func serviceGroup(handlingSignals: Bool = true, logger: Logger) -> ServiceGroup {
         let drain = Drain(
             hub: hub, draining: draining, clock: service.clock, delay: configuration.drainDelay, sandbox: sandbox,
             timeout: .milliseconds(Int64(configuration.drainTimeout * 1000)),
             logger: logger)
+        // Stopped before the store's teardown, so that a backup under way ends before the store closes.
+        let backup: [any Service] = handlingSignals ? [BackupOnSignal(backups: backups, logger: logger)] : []
         var group = ServiceGroupConfiguration(
-            services: (services + [drain]).map { .init(service: $0) },
+            services: (services + backup + [drain]).map { .init(service: $0) },
             gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger)
         group.maximumGracefulShutdownDuration =
             .milliseconds(Int64((configuration.drainDelay + configuration.drainTimeout) * 1000)) + .seconds(5)
@@ -67,9 +71,13 @@ public func buildLinkRelay(
 ) async throws -> LinkRelay {
     let store: any SessionStore
     var postgres: PostgresSessionStore?
+    var backups: SQLiteBackups?
     switch configuration.store {
     case .memory: store = MemorySessionStore()
-    case .sqlite(let path): store = try await SQLiteSessionStore.open(path: path, logger: logger)
+    case .sqlite(let path):
+        let sqlite = try await SQLiteSessionStore.open(path: path, logger: logger)
+        store = sqlite
+        backups = configuration.backupDirectory.map { SQLiteBackups(directory: $0, store: sqlite) }
     case .postgres(let url):
         let opened = try await PostgresSessionStore.open(url: url, logger: logger)
         (store, postgres) = (opened, opened)
@@ -256,5 +264,5 @@ public func buildLinkRelay(
         ] + instances + optional.compactMap { $0 } + [server]
     return LinkRelay(
         configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
-        service: service, frontDoor: frontDoor, hub: hub, draining: draining, running: running)
+        service: service, frontDoor: frontDoor, hub: hub, draining: draining, running: running, backups: backups)
 }

@@ -111,8 +111,13 @@ struct Serve: AsyncParsableCommand {
     var webhookUrl: String?
     @Option(help: "whsec_ and a base64 key of 24 to 64 bytes: signs the webhooks (LINKRELAY_WEBHOOK_SECRET).")
     var webhookSecret: String?
+    @Option(help: "Directory where SIGUSR1 writes a backup of the SQLite store, newest 3 kept (LINKRELAY_BACKUP_DIR).")
+    var backupDir: String?
 
     func run() async throws {
+        // Until the relay's backup service takes SIGUSR1 over (libdispatch then installs its handler), one
+        // that arrives during a long start (the store's integrity check) is dropped instead of ending it.
+        signal(SIGUSR1, SIG_IGN)
         var flags: [String: [String]] = [
             "api-key": apiKey, "allowed-origin": allowedOrigin, "trusted-proxy": trustedProxy,
             "sandbox-fault": sandboxFault, "ios-app-id": iosAppId, "android-app": androidApp,
@@ -131,7 +136,7 @@ struct Serve: AsyncParsableCommand {
             ("metrics-listen", metricsListen), ("app-store-url", appStoreUrl), ("play-store-url", playStoreUrl),
             ("limit-finish-per-session", limitFinishPerSession), ("webhook-url", webhookUrl),
             ("webhook-secret", webhookSecret), ("tenants", tenants), ("identity-retention", identityRetention),
-            ("retention", retention),
+            ("retention", retention), ("backup-dir", backupDir),
         ] {
             if let value { flags[name] = [value] }
         }

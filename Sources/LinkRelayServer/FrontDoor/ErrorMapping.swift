@@ -43,6 +43,13 @@ final class ErrorMapping: Sendable {
                 status: .serviceUnavailable, title: "Store unavailable",
                 detail: "The relay cannot store anything right now, so nothing was changed; retry shortly.",
                 headers: ["Retry-After": "5"])
+        // Not to be retried at once: the file needs an operator. Another instance may answer meanwhile.
+        case StoreError.corrupt:
+            Problem(
+                status: .serviceUnavailable, title: "Store corrupt",
+                detail:
+                    "The relay's database is damaged and it can neither read nor store sessions until an operator restores it.",
+                headers: ["Retry-After": "60"])
         case is LimitExceeded: Problem(status: .tooManyRequests, title: "Too Many Requests", detail: "Try again later.")
         default: nil
         }

@@ -31,6 +31,8 @@ final class OpsController: Sendable {
             do {
                 try await service.store.ping()
                 return .text("ready\n")
+            } catch StoreError.corrupt {
+                return .text("store corrupt\n", status: .serviceUnavailable)
             } catch StoreError.unavailable {
                 return .text("store cannot take writes\n", status: .serviceUnavailable)
             } catch {

@@ -38,7 +38,11 @@ struct ExpirySweeper: Service {
         do {
             try await service.expire(sessionID: id)
         } catch {
-            service.logger.error("Could not expire a session", metadata: ["session": .string(id), "error": "\(error)"])
+            // A corrupt store has said so once, critically; a line per live session every second would bury it.
+            if error as? StoreError != .corrupt {
+                service.logger.error(
+                    "Could not expire a session", metadata: ["session": .string(id), "error": "\(error)"])
+            }
             service.expiries.schedule(sessionID: id, at: now.addingTimeInterval(1))
         }
     }

@@ -34,6 +34,12 @@ import VaporCSQLite
 /// file. A mapped file that stops being writable (a disk remounted read-only, an immutable file)
 /// stops the process with SIGBUS at the next write to it; with the index in memory, such a disk makes
 /// writes fail, which the store reports as `StoreError.unavailable` (503) until one goes through again.
+///
+/// A statement that meets a damaged file (`SQLITE_CORRUPT`, `SQLITE_NOTADB`) marks the store corrupt
+/// until restart (`StorageHealth`): from then on every call that needs the store throws
+/// `StoreError.corrupt` (503) without touching the file, the sessions kept in memory included, so that
+/// the relay answers alike whichever copy a request would have read. The file is checked before it
+/// is opened (`SQLiteFile`), and made with mode 0600 when the relay creates it.
 final class SQLiteSessionStore: SessionStore {
     /// The VFS every connection uses (see above).
     static let vfs = "unix-excl"
@@ -62,13 +68,18 @@ final class SQLiteSessionStore: SessionStore {
     /// process is the file's one writer (`SQLiteSessionStore+Webhooks`).
     let webhookLeases = Locked(WebhookLeases())
 
+    /// The database file, as given.
+    let path: String
+
     private init(
-        writer: SQLiteWriter, readers: [SQLiteConnection], checkpointer: SQLiteCheckpointer,
+        path: String, writer: SQLiteWriter, readers: [SQLiteConnection], checkpointer: SQLiteCheckpointer,
         checkpointInterval: Duration?,
         logger: Logger
     ) {
+        self.path = path
         self.writer = writer
-        self.health = StorageHealth(logger: logger)
+        let health = StorageHealth(logger: logger, path: path)
+        self.health = health
         self.readers = readers.map { ($0, AsyncMutex()) }
         self.checkpointer = checkpointer
         self.checkpointing = Task {
@@ -76,12 +87,18 @@ final class SQLiteSessionStore: SessionStore {
             let clock = EventLoopClock()
             var failing = false
             while (try? await clock.sleep(for: checkpointInterval)) != nil {
+                // Copying more into a damaged file helps no one, and would meet the damage every second.
+                if health.isCorrupt { continue }
                 do {
                     try await checkpointer.run()
                     if failing { logger.notice("SQLite checkpoints work again") }
                     failing = false
                 } catch {
                     if Task.isCancelled { return }  // the store is closing
+                    if SQLiteFile.isCorruption(error) {
+                        health.corrupted(error)
+                        continue
+                    }
                     // Once per run of failures: until one works, commits checkpoint at the backstop.
                     if !failing { logger.warning("SQLite checkpoint failed", metadata: ["error": "\(error)"]) }
                     failing = true
@@ -103,13 +120,20 @@ final class SQLiteSessionStore: SessionStore {
             "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
             "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)", "PRAGMA secure_delete=ON",
         ]
+        // A new file only where none exists, made private (0600) before SQLite opens it; an existing
+        // one is looked at before any pragma can change it, and refused if the relay must not trust it.
+        do {
+            if try !SQLiteFile.createPrivate(path) {
+                try await SQLiteFile.checkBeforeOpening(path, logger: logger)
+            }
+        } catch {
+            throw ConfigurationError("--store \(error.description)")
+        }
         let writer: SQLiteWriter
         do {
             writer = try await SQLiteWriter.open(path: path, pragmas: pragmas)
         } catch let failure as SQLiteWriter.Failure where failure.code & 0xFF == SQLITE_BUSY {
-            throw ConfigurationError(
-                "--store sqlite:\(path): another process has this file open (one relay per SQLite file; "
-                    + "instances that share sessions use PostgreSQL)")
+            throw ConfigurationError("--store \(SQLiteFile.Problem(path: path, kind: .held))")
         }
         let checkpointThread = NIOThreadPool(numberOfThreads: 1)
         checkpointThread.start()
@@ -130,7 +154,8 @@ final class SQLiteSessionStore: SessionStore {
                 connection: connection, thread: checkpointThread,
                 files: SyncedFiles(paths: [path, path + "-wal"]), writer: writer)
             return SQLiteSessionStore(
-                writer: writer, readers: readers, checkpointer: checkpointer, checkpointInterval: checkpointInterval,
+                path: path, writer: writer, readers: readers, checkpointer: checkpointer,
+                checkpointInterval: checkpointInterval,
                 logger: logger)
         } catch {
             // E.g. a file with tables of another program's. What was opened is closed: SQLiteNIO stops the
@@ -150,21 +175,29 @@ final class SQLiteSessionStore: SessionStore {
 
     /// Runs a write through the writer (`SQLiteWriter.write`). One that SQLite could not make (the disk
     /// read-only or full, the file removed) is `StoreError.unavailable`, and the store counts as failing
-    /// until a write goes through again.
+    /// until a write goes through again. One that met a damaged page is `StoreError.corrupt`, for good.
     func write<T: Sendable>(
         onCallersThread: Bool = true,
         _ body: @escaping @Sendable (SQLiteWriter.Connection) throws -> T,
         committed: @escaping @Sendable (Result<T, any Error>) -> Void = { _ in }
     ) async throws -> T {
+        guard !health.isCorrupt else { throw StoreError.corrupt }
         do {
             let result = try await writer.write(onCallersThread: onCallersThread, body, committed: committed)
             health.succeeded()
             return result
         } catch let failure as SQLiteWriter.Failure {
+            if SQLiteFile.isCorruption(failure) {
+                health.corrupted(failure)
+                throw StoreError.corrupt
+            }
             health.failed(failure)
             throw StoreError.unavailable
         }
     }
+
+    /// Whether a statement met a damaged file: then everything that needs the store answers 503 until restart.
+    var isCorrupt: Bool { health.isCorrupt }
 
     /// Copies the WAL into the database file; returns the WAL's pages and how many of them are now in the file.
     @discardableResult
@@ -272,14 +305,21 @@ final class SQLiteSessionStore: SessionStore {
         return try await oneSession("SELECT data FROM sessions WHERE id = ?", id)
     }
 
-    func sessionInMemory(id: String) -> Session? { cache.withLock { $0.entry(id: id)?.session } }
+    /// Nil once the store is corrupt, so that the caller asks the store, which answers `corrupt`.
+    func sessionInMemory(id: String) -> Session? {
+        guard !health.isCorrupt else { return nil }
+        return cache.withLock { $0.entry(id: id)?.session }
+    }
 
     func eventsInMemory(sessionID: String, after: Int) -> [SessionEvent]? {
-        cache.withLock { $0.entry(id: sessionID)?.events }?.filter { $0.seq > after }
+        guard !health.isCorrupt else { return nil }
+        return cache.withLock { $0.entry(id: sessionID)?.events }?.filter { $0.seq > after }
     }
 
     func session(linkKey: String) async throws -> Session? {
-        if let session = cache.withLock({ $0.entry(linkKey: linkKey)?.session }) { return session }
+        if !health.isCorrupt, let session = cache.withLock({ $0.entry(linkKey: linkKey)?.session }) {
+            return session
+        }
         return try await oneSession("SELECT data FROM sessions WHERE link_key = ?", linkKey)
     }
 
@@ -352,6 +392,12 @@ final class SQLiteSessionStore: SessionStore {
             })
     }
 
+    /// Forgets every session kept in memory, so that the next reads go to the file (a test that damages
+    /// the file under a running store).
+    func dropCachedSessions() {
+        cache.withLock { $0 = SQLiteSessionCache(liveCapacity: Self.liveCapacity, endedCapacity: Self.endedCapacity) }
+    }
+
     /// Drops the ended sessions kept since the last call, and gives back SQLite's page caches.
     func releaseMemory() async {
         cache.withLock { $0.release() }
@@ -398,13 +444,36 @@ final class SQLiteSessionStore: SessionStore {
     // MARK: - helpers
 
     /// One statement on a reader connection that runs nothing else meanwhile (see the type's notes).
+    /// One that meets a damaged page marks the store corrupt (`StoreError.corrupt`).
     func read(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        guard !health.isCorrupt else { throw StoreError.corrupt }
         let index = nextReader.withLock { next in
             defer { next = (next + 1) % readers.count }
             return next
         }
         let reader = readers[index]
-        return try await reader.lock.withLock { try await reader.connection.query(sql, binds) }
+        do {
+            return try await reader.lock.withLock { try await reader.connection.query(sql, binds) }
+        } catch let error where SQLiteFile.isCorruption(error) {
+            health.corrupted(error)
+            throw StoreError.corrupt
+        }
+    }
+
+    /// A consistent copy of the database in the new file `output` (mode 0600), by `VACUUM INTO` on a
+    /// connection of its own, on a thread of its own: one read transaction, which in WAL mode no write
+    /// waits for, and which holds up neither the readers nor the pool threads the writes use. A copy of
+    /// a damaged file is refused (`StoreError.corrupt`): it would be damaged too.
+    func backup(to output: String) async throws {
+        guard !health.isCorrupt else { throw StoreError.corrupt }
+        do {
+            try await SQLiteFile.onOwnConnection(path, busyTimeout: 5000) {
+                try await SQLiteFile.vacuum($0, into: output)
+            }
+        } catch let error where SQLiteFile.isCorruption(error) {
+            health.corrupted(error)
+            throw StoreError.corrupt
+        }
     }
 
     private func oneSession(_ sql: String, _ value: String) async throws -> Session? {
