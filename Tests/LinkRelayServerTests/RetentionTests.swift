@@ -43,12 +43,13 @@ struct RetentionTests {
             default: MemorySessionStore()
             }
         let clock = ManualClock()
+        let metrics = RelayMetrics()
         let service = SessionService(
             store: store, bus: SessionServiceTests.RecordingBus(),
             prove: SandboxProveClient(
                 sandbox: ProveSandbox(publicBaseURL: "https://relay.example"), overHTTP: ScriptedProve(),
                 observer: nil, logger: quietLogger()),
-            clock: clock, metrics: RelayMetrics(), logger: quietLogger(), publicURL: "https://relay.example",
+            clock: clock, metrics: metrics, logger: quietLogger(), publicURL: "https://relay.example",
             defaultHold: 180, webhooks: WebhookReporter(tenants: [Tenant.defaultName], committed: {}),
             identityRetention: identityRetention)
         let harness = Harness(
@@ -193,6 +194,9 @@ struct RetentionTests {
             let swept = await harness.sweeper.sweep()
             #expect(swept.sessions == 7)
             #expect(swept.messages == 7)
+            let counted = String(decoding: service.metrics.registry.emitToBuffer(), as: UTF8.self)
+            #expect(counted.contains(#"linkrelay_retention_total{what="sessions"} 7"#))
+            #expect(counted.contains(#"linkrelay_retention_total{what="webhook_messages"} 7"#))
             for session in ended {
                 #expect(try await harness.store.session(id: session.id) == nil)
                 #expect(try await harness.store.session(linkKey: session.linkKey) == nil)

@@ -23,6 +23,7 @@ public final class RelayMetrics: ProveCallObserver {
     private let limitTrips: [LimitKind: Counter]
     private let securityEvents = Locked<[String: Counter]>([:])
     private let lastQuestions: [Bool: Counter]
+    private let retained: [Retained: Counter]
     private let finishes: Counter
     private let binds: [Bool: Counter]
     private let prefillSteps: [PrefillStep: [Bool: Counter]]
@@ -112,6 +113,10 @@ public final class RelayMetrics: ProveCallObserver {
             registry, "linkrelay_limit_trips_total",
             "Requests turned away with 429 by a rate or connection limit, by limit", label: "limit",
             LimitKind.allCases.map { ($0, $0.rawValue) })
+        retained = Self.counters(
+            registry, "linkrelay_retention_total",
+            "What the retention took: Pre-Fill individuals erased, ended sessions and settled webhook messages deleted",
+            label: "what", Retained.allCases.map { ($0, $0.rawValue) })
         lastQuestions = Self.counters(
             registry, "linkrelay_last_questions_total",
             "Sessions that never landed, asked about once as their hold ended, by how they ended", label: "outcome",
@@ -186,6 +191,12 @@ public final class RelayMetrics: ProveCallObserver {
     }
 
     func lastQuestion(verified: Bool) { lastQuestions[verified]?.increment() }
+
+    /// What `RetentionSweeper` takes; the label of `linkrelay_retention_total`.
+    enum Retained: String, CaseIterable { case individuals, sessions, webhookMessages = "webhook_messages" }
+    func retained(_ what: Retained, _ count: Int) {
+        if count > 0 { retained[what]?.increment(by: Int64(count)) }
+    }
     func finishTaken() { finishes.increment() }
     func webhookAttempt(_ outcome: WebhookOutcome) {
         webhookAttempts[outcome]?.increment()

@@ -47,11 +47,12 @@ struct RetentionSweeper: Service {
         } catch {
             service.logger.warning("Erasing identity data failed; trying again later", metadata: ["error": "\(error)"])
         }
+        service.metrics.retained(.individuals, erased)
         let cutoff = now.addingTimeInterval(-TimeInterval(retentionDays) * 86_400)
-        let sessions = await inBatches("ended sessions") { [service, batch] in
+        let sessions = await inBatches(.sessions) { [service, batch] in
             try await service.store.deleteSessions(endedBefore: cutoff, limit: batch)
         }
-        let messages = await inBatches("webhook messages") { [service, batch] in
+        let messages = await inBatches(.webhookMessages) { [service, batch] in
             try await service.store.pruneWebhooks(
                 deliveredBefore: cutoff, failedBefore: cutoff.addingTimeInterval(-Self.retryPeriod), limit: batch)
         }
@@ -64,18 +65,20 @@ struct RetentionSweeper: Service {
     }
 
     /// Runs `delete` until a batch comes back short, pausing between batches; returns how many went.
-    private func inBatches(_ what: String, _ delete: @Sendable () async throws -> Int) async -> Int {
+    private func inBatches(_ what: RelayMetrics.Retained, _ delete: @Sendable () async throws -> Int) async -> Int {
         var total = 0
         do {
             while true {
                 let deleted = try await delete()
+                service.metrics.retained(what, deleted)
                 total += deleted
                 guard deleted >= batch, !Task.isCancelled else { break }
                 try await Task.sleep(for: pause)
             }
         } catch {
             service.logger.warning(
-                "Deleting \(what) past the retention failed; trying again later", metadata: ["error": "\(error)"])
+                "Deleting past the retention failed; trying again later",
+                metadata: ["what": .string(what.rawValue), "error": "\(error)"])
         }
         return total
     }
