@@ -144,9 +144,9 @@ run() {  # name ended_at_ms
     python3 "$root/Benchmarks/waiters.py" --target relay --transport "$TRANSPORT" --n "$N" --rate "$RATE" \
         --open-rate 3000 --end-settle 2 --base "http://127.0.0.1:$port" --api-key "$key" --pids "$relay_pid" \
         --tap-from 127.0.0.2 --trace "$out/$1.trace" 2>>"$out/waiters.err" | tail -1 >"$out/$1.json" || true
-    # A purge run goes on until every session is deleted (at most 2 minutes more).
+    # A purge run goes on until every session is deleted (at most 10 minutes more).
     if [[ $1 == purge* ]]; then
-        for _ in $(seq 120); do
+        for _ in $(seq 600); do
             awk -v want="$SESSIONS" 'END { exit !($2 >= want) }' "$out/$1.samples" && break
             sleep 1
         done

@@ -54,7 +54,8 @@ struct RetentionTests {
             identityRetention: identityRetention)
         let harness = Harness(
             clock: clock, store: store, service: service,
-            sweeper: RetentionSweeper(service: service, retentionDays: retentionDays, batch: 3, pause: .zero),
+            sweeper: RetentionSweeper(
+                service: service, retentionDays: retentionDays, sessionBatch: 3, messageBatch: 3, pause: .zero),
             file: kind == "sqlite" ? file : nil)
         do {
             try await body(harness)
