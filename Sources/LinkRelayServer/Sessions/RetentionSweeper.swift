@@ -25,7 +25,7 @@ struct RetentionSweeper: Service {
     var pacing: any RelayClock = EventLoopClock()
     var sessionBatch = 5
     var messageBatch = 100
-    var pause: Duration = .milliseconds(10)
+    var pause: Duration = .milliseconds(20)
 
     /// How long a webhook message is tried before it is given up (`failed`): a failed message is kept
     /// for the retention from then.
