@@ -86,6 +86,10 @@ public struct TenantSettings: Sendable {
         guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             Set(root.keys) == ["tenants"], let entries = root["tenants"] as? [Any]
         else { throw refuse(#"expected {"tenants":[{"name","apiKeys":[…],"webhook"?,"allowedOrigins"?}]}"#) }
+        if let duplicate = JSONDuplicateKey.first(in: data) {
+            let place = duplicate.path.isEmpty ? "" : " in \(duplicate.path)"
+            throw refuse("\"\(duplicate.key)\" is named twice\(place)")
+        }
         var tenants: [TenantSettings] = []
         for (index, entry) in entries.enumerated() {
             guard let object = entry as? [String: Any] else { throw refuse("tenants[\(index)] is not an object") }

@@ -41,8 +41,18 @@ struct StoredBeforeTenantsTests {
         "[" + events.map { String(decoding: $0.storedJSON, as: UTF8.self) }.joined(separator: ",") + "]"
     }
 
-    /// What every store must say of the old session and message once opened by this version.
+    /// What every store must say of the old session and message once opened by this version; closes it.
     static func check(_ store: any SessionStore, _ old: Session, messageID: String) async throws {
+        do {
+            try await checkOpen(store, old, messageID: messageID)
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        try await store.close()
+    }
+
+    private static func checkOpen(_ store: any SessionStore, _ old: Session, messageID: String) async throws {
         let session = try #require(try await store.session(id: old.id))
         #expect(session.owner == Tenant.defaultName)
         #expect(session.result?.proveSuccess == "true")
@@ -82,14 +92,8 @@ struct StoredBeforeTenantsTests {
             [.text(messageID), .text(session.id), .integer(session.createdAt.millis)])
         try await old.close()
 
-        let store = try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test"))
-        do {
-            try await Self.check(store, session, messageID: messageID)
-        } catch {
-            try? await store.close()
-            throw error
-        }
-        try await store.close()
+        try await Self.check(
+            try await SQLiteSessionStore.open(path: path, logger: Logger(label: "test")), session, messageID: messageID)
     }
 
     @Test("PostgreSQL: a schema-3 database", .enabled(if: TestPostgres.available))
@@ -132,13 +136,8 @@ struct StoredBeforeTenantsTests {
                 """, logger: logger
             ).collect()
         }
-        let store = try await PostgresSessionStore.open(url: try PostgresURL(url), logger: Logger(label: "test"))
-        do {
-            try await Self.check(store, session, messageID: messageID)
-        } catch {
-            try? await store.close()
-            throw error
-        }
-        try await store.close()
+        try await Self.check(
+            try await PostgresSessionStore.open(url: try PostgresURL(url), logger: Logger(label: "test")), session,
+            messageID: messageID)
     }
 }

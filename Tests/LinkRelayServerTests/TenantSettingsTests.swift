@@ -116,6 +116,10 @@ struct TenantSettingsTests {
             "allowedOrigins: \"https://acme.example/path\" has a path"
         ),
         ([:], #"{"tenant":[]}"#, "expected {\"tenants\""),
+        (
+            [:], #"{"tenants":[{"name":"acme","apiKeys":["\#(keyA)"],"name":"bank"}]}"#,
+            "\"name\" is named twice in tenants[0]"
+        ),
         ([:], "not json", "expected {\"tenants\""),
         (
             ["webhook-url": ["https://default.example/hook"], "webhook-secret": [secret]],

@@ -11,7 +11,7 @@ import ServiceLifecycle
 /// taps' writes in between and a tap that meets a deletion waits for a few rows only. A session's row
 /// sits on its own page of each of its table's indexes (ids and link keys are random), so a write deletes
 /// `sessionBatch` of them; old webhook messages sit together in every index (their ids sort by time),
-/// so a write takes `messageBatch`. At most 500 sessions a second go: a backlog of 100,000 took 3.5
+/// so a write takes `messageBatch`. At most 250 sessions a second go: a backlog of 100,000 took 7
 /// minutes and left the taps' p99 as it was (Benchmarks/purge.sh). A pass deletes for at most
 /// `interval`, then the next begins at once while there is more, so erasures are never held up longer.
 /// With PostgreSQL every instance sweeps; the stores skip rows another instance is deleting.
