@@ -174,13 +174,14 @@ final class WebhookSender: Service, Sendable {
                     upkeep = now.addingTimeInterval(5)
                     if let backlog = try? await outbox.webhookBacklog() { metrics.webhookBacklog(backlog, at: now) }
                 }
-                var more = false
-                for lane in lanes {
-                    if await claim(for: lane, now: now, into: &group) { more = true }
-                }
-                if more {
-                    wake()  // there may be more due
-                } else {
+                // A lane that took a whole batch may have more due: look again at once. One that took less
+                // has all that was due: the next claim waits, so that claims keep to one every few ms. A lane
+                // with no room or an open breaker waits for the next wake-up (a send's end, the tick).
+                var claims: Set<Claim> = []
+                for lane in lanes { claims.insert(await claim(for: lane, now: now, into: &group)) }
+                if claims.contains(.whole) {
+                    wake()
+                } else if claims.contains(.partial) {
                     try? await Task.sleep(for: Self.claimInterval)
                 }
             }
@@ -205,18 +206,27 @@ final class WebhookSender: Service, Sendable {
         try? await outbox.recordWebhookAttempts(outcomes)
     }
 
-    /// Claims `lane`'s due messages while it has room and its breaker lets them go, and starts their
-    /// sends. True when it took a whole batch: more may be due.
-    private func claim(for lane: Lane, now: Date, into group: inout DiscardingTaskGroup) async -> Bool {
+    /// What a lane's claim took.
+    private enum Claim {
+        /// Nothing was asked: no room, or the breaker keeps the receiver untried.
+        case none
+        /// Fewer than asked (a probe's one included): nothing more is due now.
+        case partial
+        /// As many as asked: more may be due.
+        case whole
+    }
+
+    /// Claims `lane`'s due messages while it has room and its breaker lets them go, and starts their sends.
+    private func claim(for lane: Lane, now: Date, into group: inout DiscardingTaskGroup) async -> Claim {
         let free = Self.concurrency - lane.inFlight.value
-        guard free > 0, let first = lane.receiver.acquire(now: now) else { return false }
+        guard free > 0, let first = lane.receiver.acquire(now: now) else { return .none }
         let limit = first.isProbe ? 1 : free
         let claimed: [WebhookMessage]
         do {
             claimed = try await outbox.claimWebhooks(
                 tenant: lane.tenant, dueBy: now, leaseUntil: now.addingTimeInterval(Self.lease), limit: limit)
         } catch {
-            return false  // the store says so itself; the next tick tries again
+            return .none  // the store says so itself; the next tick tries again
         }
         // No message to probe with: the receiver stays untried for another interval.
         if claimed.isEmpty, first.isProbe { lane.receiver.record(first, success: false, now: now) }
@@ -229,7 +239,7 @@ final class WebhookSender: Service, Sendable {
                 self.wake()
             }
         }
-        return claimed.count == limit && !first.isProbe
+        return claimed.count == limit && !first.isProbe ? .whole : .partial
     }
 
     /// One attempt; its outcome is stored with the others that end about then (`record()`).
