@@ -68,12 +68,24 @@ enum SQLiteMigrations {
             "CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL",
             "CREATE INDEX sessions_individual ON sessions (individual_until) WHERE individual_until IS NOT NULL",
             "ALTER TABLE webhook_messages ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'",
-            "ALTER TABLE webhook_queue ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'",
             // Each tenant's receiver has its own claims: by tenant, then as before.
             "DROP INDEX webhook_messages_due",
             "CREATE INDEX webhook_messages_due ON webhook_messages (tenant, next_attempt_at) WHERE state = 'pending'",
             "CREATE INDEX webhook_messages_by_tenant ON webhook_messages (tenant, state, created_at)",
-            "CREATE INDEX webhook_queue_by_tenant ON webhook_queue (tenant, seq)",
+            // The queue is kept in order by tenant, then `seq`, in its one b-tree: a tenant's claims read only
+            // its own messages, and a tap's message is still appended to one page, with no index to update.
+            "ALTER TABLE webhook_queue RENAME TO webhook_queue_before",
+            """
+            CREATE TABLE webhook_queue (
+                tenant TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, session_id TEXT NOT NULL,
+                type TEXT NOT NULL, created_at INTEGER NOT NULL, payload TEXT NOT NULL,
+                PRIMARY KEY (tenant, seq)) WITHOUT ROWID
+            """,
+            """
+            INSERT INTO webhook_queue (tenant, seq, id, session_id, type, created_at, payload)
+            SELECT 'default', seq, id, session_id, type, created_at, payload FROM webhook_queue_before
+            """,
+            "DROP TABLE webhook_queue_before",
         ],
     ]
 

@@ -3,7 +3,8 @@ import LinkRelayCore
 import SQLiteNIO
 
 /// The webhook outbox in the sessions' file. The write that records an event appends its messages to
-/// `webhook_queue` (no index: one page for the tap's commit); the outcome of a message's first attempt
+/// `webhook_queue` (one b-tree, in order by tenant and `seq`, no index: one page for the tap's commit),
+/// each message at the end of its tenant's; the outcome of a message's first attempt
 /// moves it into `webhook_messages`, with its indexes, in the sender's write of outcomes; later
 /// outcomes update that row. Claims, the listing and the backlog read both tables, the queue first: a
 /// message moved between the two reads is read twice, never missed. Every change goes through the one
@@ -12,9 +13,12 @@ extension SQLiteSessionStore {
     /// A new message, in the event's write: pending, due at once, no attempt yet.
     static func insert(_ message: WebhookMessage, _ connection: SQLiteWriter.Connection) throws {
         _ = try connection.step(
-            "INSERT INTO webhook_queue (id, session_id, tenant, type, created_at, payload) VALUES (?, ?, ?, ?, ?, ?)",
+            """
+            INSERT INTO webhook_queue (tenant, seq, id, session_id, type, created_at, payload)
+            VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM webhook_queue WHERE tenant = ?1), ?2, ?3, ?4, ?5, ?6)
+            """,
             [
-                .text(message.id), .text(message.sessionId), .text(message.tenant), .text(message.type),
+                .text(message.tenant), .text(message.id), .text(message.sessionId), .text(message.type),
                 .integer(message.createdAt.millis), .utf8(message.payload),
             ])
     }
@@ -28,7 +32,7 @@ extension SQLiteSessionStore {
     /// `INDEXED BY`: left to itself, SQLite read every pending message through the index by state and
     /// sorted them for each claim (19 ms at 200,000 pending, and a drain of 35 messages a second after a
     /// 10-minute outage); the index of due times gives the first `limit` at once. Both reads take one
-    /// tenant's messages by an index that starts with the tenant: another's backlog is never read.
+    /// tenant's messages by a key that starts with the tenant: another's backlog is never read.
     func claimWebhooks(tenant: String, dueBy now: Date, leaseUntil: Date, limit: Int) async throws
         -> [WebhookMessage]
     {
@@ -53,7 +57,7 @@ extension SQLiteSessionStore {
     /// values are made before: the write holds up every other.
     func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
         guard !messages.isEmpty else { return }
-        let rows: [(values: [SQLiteWriter.Value], queueRow: Int?)] = webhookLeases.withLock { leases in
+        let rows: [(values: [SQLiteWriter.Value], queueRow: [SQLiteWriter.Value]?)] = webhookLeases.withLock { leases in
             messages.map { message in
                 (
                     [
@@ -62,15 +66,15 @@ extension SQLiteSessionStore {
                         .integer(message.nextAttemptAt.millis), .utf8(WebhookMessage.storedAttempts(message.attempts)),
                         .utf8(message.payload),
                     ],
-                    leases.queueRow(of: message.id)
+                    leases.queueRow(of: message.id).map { [.text(message.tenant), .integer($0)] }
                 )
             }
         }
         try await write(onCallersThread: false) { connection in
             for row in rows {
                 _ = try connection.step(Self.storeOutcomeSQL, row.values)
-                if let seq = row.queueRow {
-                    _ = try connection.step("DELETE FROM webhook_queue WHERE seq = ?", [.integer(seq)])
+                if let key = row.queueRow {
+                    _ = try connection.step("DELETE FROM webhook_queue WHERE tenant = ? AND seq = ?", key)
                 }
             }
         }
@@ -134,14 +138,16 @@ extension SQLiteSessionStore {
     /// In batches of `limit`, through the index by state: each write is short, and taps go between them.
     func pruneWebhooks(deliveredBefore: Date, failedBefore: Date, limit: Int) async throws -> Int {
         try await write(onCallersThread: false) { connection in
-            _ = try connection.step(
-                """
-                DELETE FROM webhook_messages WHERE rowid IN (
-                    SELECT rowid FROM webhook_messages WHERE state = 'delivered' AND created_at < ?1
-                    UNION ALL SELECT rowid FROM webhook_messages WHERE state = 'failed' AND created_at < ?2
-                    LIMIT ?3)
-                """, [.integer(deliveredBefore.millis), .integer(failedBefore.millis), .integer(limit)])
-            return connection.changes
+            try Self.zeroingFreedPages(connection) {
+                _ = try connection.step(
+                    """
+                    DELETE FROM webhook_messages WHERE rowid IN (
+                        SELECT rowid FROM webhook_messages WHERE state = 'delivered' AND created_at < ?1
+                        UNION ALL SELECT rowid FROM webhook_messages WHERE state = 'failed' AND created_at < ?2
+                        LIMIT ?3)
+                    """, [.integer(deliveredBefore.millis), .integer(failedBefore.millis), .integer(limit)])
+                return connection.changes
+            }
         }
     }
 

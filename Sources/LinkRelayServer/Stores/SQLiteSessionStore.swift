@@ -112,13 +112,13 @@ final class SQLiteSessionStore: SessionStore {
         -> SQLiteSessionStore
     {
         // `synchronous=NORMAL` in WAL mode keeps every commit across a process crash (kill -9);
-        // only an operating-system crash or power loss can lose the newest commits. `secure_delete` zeroes
-        // what a write frees: an erased individual or a deleted session leaves no bytes behind in the
-        // file. A tap rewrites its row within its page, which is written anyway; only pages a purge frees
-        // cost a write more.
+        // only an operating-system crash or power loss can lose the newest commits. `secure_delete=FAST`
+        // zeroes what a write frees within the pages it writes anyway (an erased individual's bytes, a
+        // row rewritten smaller); the retention's deletions turn it on for their writes, so that the pages
+        // they free are zeroed too (`deleteSessions`).
         let pragmas = [
             "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
-            "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)", "PRAGMA secure_delete=ON",
+            "PRAGMA wal_autocheckpoint=\(backstopCheckpointPages)", "PRAGMA secure_delete=FAST",
         ]
         // A new file only where none exists, made private (0600) before SQLite opens it; an existing
         // one is looked at before any pragma can change it, and refused if the relay must not trust it.
@@ -357,13 +357,15 @@ final class SQLiteSessionStore: SessionStore {
         return try await write(
             onCallersThread: false,
             { connection in
-                var deleted = 0
-                for id in ids {
-                    _ = try connection.step(
-                        "DELETE FROM sessions WHERE id = ? AND ended_at < ?", [.text(id), .integer(date.millis)])
-                    deleted += connection.changes
+                try Self.zeroingFreedPages(connection) {
+                    var deleted = 0
+                    for id in ids {
+                        _ = try connection.step(
+                            "DELETE FROM sessions WHERE id = ? AND ended_at < ?", [.text(id), .integer(date.millis)])
+                        deleted += connection.changes
+                    }
+                    return deleted
                 }
-                return deleted
             },
             committed: { [cache] result in
                 guard case .success = result else { return }
@@ -371,6 +373,16 @@ final class SQLiteSessionStore: SessionStore {
                     for id in ids { cache.entry(id: id).map { cache.forget($0.session) } }
                 }
             })
+    }
+
+    /// Runs `body` with `secure_delete` fully on: a page the deletions free is zeroed too, not only the
+    /// bytes within pages written anyway, so that nothing of a deleted row stays in the file. Only the
+    /// retention's writes pay for it; the queue's pages, freed and taken again by every second's messages,
+    /// do not.
+    static func zeroingFreedPages<T>(_ connection: SQLiteWriter.Connection, _ body: () throws -> T) throws -> T {
+        try connection.execute("PRAGMA secure_delete=ON")
+        defer { try? connection.execute("PRAGMA secure_delete=FAST") }
+        return try body()
     }
 
     /// A real write, so that readiness fails on a file that cannot take one.
