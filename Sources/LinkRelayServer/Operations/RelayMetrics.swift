@@ -193,7 +193,11 @@ public final class RelayMetrics: ProveCallObserver {
     func lastQuestion(verified: Bool) { lastQuestions[verified]?.increment() }
 
     /// What `RetentionSweeper` takes; the label of `linkrelay_retention_total`.
-    enum Retained: String, CaseIterable { case individuals, sessions, webhookMessages = "webhook_messages" }
+    enum Retained: String, CaseIterable {
+        case individuals
+        case sessions
+        case webhookMessages = "webhook_messages"
+    }
     func retained(_ what: Retained, _ count: Int) {
         if count > 0 { retained[what]?.increment(by: Int64(count)) }
     }
