@@ -3,8 +3,8 @@ import LinkRelayCore
 import SQLiteNIO
 
 /// The webhook outbox in the sessions' file. The write that records an event appends its messages to
-/// `webhook_queue` (one b-tree, in order by tenant and `seq`, no index: one page for the tap's commit),
-/// each message at the end of its tenant's; the outcome of a message's first attempt
+/// `webhook_queue` (a rowid table, and an index by tenant and `seq` so that each tenant's claims read
+/// only its own messages); the outcome of a message's first attempt
 /// moves it into `webhook_messages`, with its indexes, in the sender's write of outcomes; later
 /// outcomes update that row. Claims, the listing and the backlog read both tables, the queue first: a
 /// message moved between the two reads is read twice, never missed. Every change goes through the one
@@ -13,10 +13,7 @@ extension SQLiteSessionStore {
     /// A new message, in the event's write: pending, due at once, no attempt yet.
     static func insert(_ message: WebhookMessage, _ connection: SQLiteWriter.Connection) throws {
         _ = try connection.step(
-            """
-            INSERT INTO webhook_queue (tenant, seq, id, session_id, type, created_at, payload)
-            VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM webhook_queue WHERE tenant = ?1), ?2, ?3, ?4, ?5, ?6)
-            """,
+            "INSERT INTO webhook_queue (tenant, id, session_id, type, created_at, payload) VALUES (?, ?, ?, ?, ?, ?)",
             [
                 .text(message.tenant), .text(message.id), .text(message.sessionId), .text(message.type),
                 .integer(message.createdAt.millis), .utf8(message.payload),
@@ -32,7 +29,7 @@ extension SQLiteSessionStore {
     /// `INDEXED BY`: left to itself, SQLite read every pending message through the index by state and
     /// sorted them for each claim (19 ms at 200,000 pending, and a drain of 35 messages a second after a
     /// 10-minute outage); the index of due times gives the first `limit` at once. Both reads take one
-    /// tenant's messages by a key that starts with the tenant: another's backlog is never read.
+    /// tenant's messages by an index that starts with the tenant: another's backlog is never read.
     func claimWebhooks(tenant: String, dueBy now: Date, leaseUntil: Date, limit: Int) async throws
         -> [WebhookMessage]
     {
@@ -57,7 +54,7 @@ extension SQLiteSessionStore {
     /// values are made before: the write holds up every other.
     func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
         guard !messages.isEmpty else { return }
-        let rows: [(values: [SQLiteWriter.Value], queueRow: [SQLiteWriter.Value]?)] = webhookLeases.withLock { leases in
+        let rows: [(values: [SQLiteWriter.Value], queueRow: Int?)] = webhookLeases.withLock { leases in
             messages.map { message in
                 (
                     [
@@ -66,15 +63,15 @@ extension SQLiteSessionStore {
                         .integer(message.nextAttemptAt.millis), .utf8(WebhookMessage.storedAttempts(message.attempts)),
                         .utf8(message.payload),
                     ],
-                    leases.queueRow(of: message.id).map { [.text(message.tenant), .integer($0)] }
+                    leases.queueRow(of: message.id)
                 )
             }
         }
         try await write(onCallersThread: false) { connection in
             for row in rows {
                 _ = try connection.step(Self.storeOutcomeSQL, row.values)
-                if let key = row.queueRow {
-                    _ = try connection.step("DELETE FROM webhook_queue WHERE tenant = ? AND seq = ?", key)
+                if let seq = row.queueRow {
+                    _ = try connection.step("DELETE FROM webhook_queue WHERE seq = ?", [.integer(seq)])
                 }
             }
         }
