@@ -98,7 +98,8 @@ struct WebhookOutboxTests {
             let second = try await WebhookFixtures.enqueue(store, at: t0 + 1)
             attempted.state = .failed
             try await store.recordWebhookAttempts([attempted])
-            #expect(try await store.pruneWebhooks(deliveredBefore: t0 + 3600, failedBefore: t0 + 3600, limit: 1000) == 1)
+            #expect(
+                try await store.pruneWebhooks(deliveredBefore: t0 + 3600, failedBefore: t0 + 3600, limit: 1000) == 1)
             #expect(
                 try await store.webhookMessages(tenant: Tenant.defaultName, state: nil, limit: 10).map(\.id) == [
                     second.id
