@@ -12,7 +12,7 @@ struct Sandbox: AsyncParsableCommand {
     @Option(help: "Listen port.") var port = 8090
     @Option(help: "Base of the links in the simulated text messages (default http://HOST:PORT).")
     var publicURL: String?
-    @Option(help: "A fault to inject, e.g. unify-status:error=1,status=503 (repeatable; see the README).")
+    @Option(help: "A fault to inject, e.g. unify-status:error=1,status=503 (repeatable; see docs/behaviour.md).")
     var fault: [String] = []
     @Option(help: "utc or local: the time zone of log timestamps (default LINKRELAY_LOG_TIME, else utc).")
     var logTime = ProcessInfo.processInfo.environment["LINKRELAY_LOG_TIME"] ?? "utc"

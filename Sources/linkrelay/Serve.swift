@@ -5,7 +5,7 @@ import Logging
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the relay (the default). Every flag also has an environment variable; see the README.")
+        abstract: "Run the relay (the default). Every flag also has an environment variable: docs/configuration.md.")
 
     @Option(help: "Listen address (LINKRELAY_HOST, default 127.0.0.1).") var host: String?
     @Option(help: "Listen port, 0 for any free port (LINKRELAY_PORT, default 8080).") var port: String?
