@@ -33,10 +33,3 @@ public struct LiveSessionCount: Sendable, Equatable {
         }
     }
 }
-
-extension SessionStore {
-    /// Through `activeSessions`: a store that holds its sessions in memory counts them there.
-    public func liveSessionCounts(at now: Date) async throws -> [LiveSessionCount] {
-        LiveSessionCount.tally(try await activeSessions().map { ($0.state, $0.createdAt) }, at: now)
-    }
-}

@@ -84,33 +84,3 @@ public struct WebhookMessage: Sendable, Equatable {
     /// Reported when a bind's answer is kept on the session (no channel event goes with it).
     public static let bound = "session.bound"
 }
-
-/// How far behind the outbox is.
-public struct WebhookBacklog: Sendable, Equatable {
-    public var pending: Int
-    public var oldestPending: Date?
-
-    public init(pending: Int, oldestPending: Date?) {
-        self.pending = pending
-        self.oldestPending = oldestPending
-    }
-}
-
-/// The webhook outbox, kept in the sessions' own store so that a message is written with the event it
-/// reports (`SessionStore.update(…reporting:…)`), never without it and never lost after it.
-public protocol WebhookOutbox: Sendable {
-    /// Up to `limit` of `tenant`'s pending messages due by `now`, oldest due first, each leased until
-    /// `leaseUntil`: until then no other caller (on any instance) claims it again.
-    func claimWebhooks(tenant: String, dueBy now: Date, leaseUntil: Date, limit: Int) async throws -> [WebhookMessage]
-    /// Stores attempts' outcomes, together: each message's state, next attempt and attempts. A message
-    /// stays leased until its outcome is stored.
-    func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws
-    /// `tenant`'s messages, newest first; every state when `state` is nil.
-    func webhookMessages(tenant: String, state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage]
-    /// Makes `tenant`'s message pending and due at `now`, whatever its state; nil when it has none of this id.
-    func retryWebhook(id: String, tenant: String, now: Date) async throws -> WebhookMessage?
-    func webhookBacklog() async throws -> WebhookBacklog
-    /// Deletes up to `limit` delivered messages created before `deliveredBefore` and failed ones created
-    /// before `failedBefore`; returns how many.
-    func pruneWebhooks(deliveredBefore: Date, failedBefore: Date, limit: Int) async throws -> Int
-}

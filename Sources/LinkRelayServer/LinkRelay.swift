@@ -15,6 +15,7 @@ public struct LinkRelay: Sendable {
     /// The embedded Prove simulator, when `--prove sandbox`.
     public let sandbox: ProveSandbox?
     public let metrics: RelayMetrics
+    let store: any RelayStore
     let service: SessionService
     let frontDoor: FrontDoor.Services
     let hub: ChannelHub
@@ -22,8 +23,6 @@ public struct LinkRelay: Sendable {
     let running: AsyncStream<Void>
     /// With `--backup-dir`: the SQLite store's backups, written on SIGUSR1.
     var backups: SQLiteBackups? = nil
-
-    public var store: any SessionStore { service.store }
 
     /// Answers `request` through the route table without a socket, as `FrontDoor` would: a test's way to
     /// reach a handler. A channel's request opens no channel here: nil.
@@ -69,7 +68,7 @@ public struct LinkRelay: Sendable {
 public func buildLinkRelay(
     _ configuration: RelayConfiguration, logger: Logger, clock: any RelayClock = EventLoopClock()
 ) async throws -> LinkRelay {
-    let store: any SessionStore
+    let store: any RelayStore
     var postgres: PostgresSessionStore?
     var backups: SQLiteBackups?
     switch configuration.store {
@@ -163,7 +162,7 @@ public func buildLinkRelay(
     let writer = ResponseWriter(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
     let liveSessions = LiveSessions(store: store, clock: clock, metrics: metrics)
     let operations = OpsController(
-        service: service, draining: draining, listener: listener, liveSessions: liveSessions)
+        store: store, draining: draining, listener: listener, liveSessions: liveSessions)
     let gate = ChannelGate(
         store: store, origins: AllowedOrigins(defaults: configuration.allowedOrigins, tenants: configuration.tenants),
         securityEvents: securityEvents)
@@ -252,7 +251,7 @@ public func buildLinkRelay(
             Teardown(store: store, logger: logger),
             Verifier(service: service),
             ExpirySweeper(service: service),
-            RetentionSweeper(service: service, retentionDays: configuration.retentionDays),
+            RetentionSweeper(service: service, store: store, retentionDays: configuration.retentionDays),
             ChannelHeartbeat(hub: hub, clock: clock),
             MemoryTrim(
                 tunesGlibc: configuration.mallocTuning, activity: { hub.activity },
@@ -264,5 +263,6 @@ public func buildLinkRelay(
         ] + instances + optional.compactMap { $0 } + [server]
     return LinkRelay(
         configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
-        service: service, frontDoor: frontDoor, hub: hub, draining: draining, running: running, backups: backups)
+        store: store, service: service, frontDoor: frontDoor, hub: hub, draining: draining, running: running,
+        backups: backups)
 }

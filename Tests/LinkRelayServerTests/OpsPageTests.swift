@@ -415,7 +415,7 @@ struct OpsPageTests {
 
         let directory = try SQLiteStoreTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        var stores: [any SessionStore] = [
+        var stores: [any RelayStore] = [
             MemorySessionStore(),
             try await SQLiteSessionStore.open(
                 path: directory.appendingPathComponent("relay.sqlite").path, logger: Logger(label: "test")),

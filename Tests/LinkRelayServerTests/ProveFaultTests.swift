@@ -4,6 +4,8 @@ import LinkRelayTestSupport
 import ProveSandbox
 import Testing
 
+@testable import LinkRelayServer
+
 /// Prove misbehaving, through the sandbox's fault injection: no session is lost, creates fail with a
 /// clear 503, the breaker stops hammering a dead Prove, and a tapped session keeps being verified
 /// until its hold ends; only then does it fail, with the reason.

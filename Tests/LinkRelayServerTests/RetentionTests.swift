@@ -18,7 +18,7 @@ struct RetentionTests {
 
     struct Harness {
         let clock: ManualClock
-        let store: any SessionStore
+        let store: any RelayStore
         let service: SessionService
         let sweeper: RetentionSweeper
         /// The SQLite file, when the store is one.
@@ -34,7 +34,7 @@ struct RetentionTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("relay.sqlite")
-        let store: any SessionStore =
+        let store: any RelayStore =
             switch kind {
             case "sqlite": try await SQLiteSessionStore.open(path: file.path, logger: quietLogger())
             case "postgres":
@@ -55,7 +55,8 @@ struct RetentionTests {
         let harness = Harness(
             clock: clock, store: store, service: service,
             sweeper: RetentionSweeper(
-                service: service, retentionDays: retentionDays, sessionBatch: 3, messageBatch: 3, pause: .zero),
+                service: service, store: store, retentionDays: retentionDays, sessionBatch: 3, messageBatch: 3,
+                pause: .zero),
             file: kind == "sqlite" ? file : nil)
         do {
             try await body(harness)

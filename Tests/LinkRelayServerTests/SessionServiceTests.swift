@@ -25,7 +25,7 @@ struct SessionServiceTests {
     }
 
     /// The memory store, with writes that fail on demand as a broken disk's would.
-    final class FailingStore: SessionStore {
+    final class FailingStore: SessionStore, ClusterClaims {
         let memory = MemorySessionStore()
         let failInserts = Locked(false)
         let failUpdates = Locked(false)

@@ -42,7 +42,7 @@ struct StoredBeforeTenantsTests {
     }
 
     /// What every store must say of the old session and message once opened by this version; closes it.
-    static func check(_ store: any SessionStore, _ old: Session, messageID: String) async throws {
+    static func check(_ store: any RelayStore, _ old: Session, messageID: String) async throws {
         do {
             try await checkOpen(store, old, messageID: messageID)
         } catch {
@@ -52,7 +52,7 @@ struct StoredBeforeTenantsTests {
         try await store.close()
     }
 
-    private static func checkOpen(_ store: any SessionStore, _ old: Session, messageID: String) async throws {
+    private static func checkOpen(_ store: any RelayStore, _ old: Session, messageID: String) async throws {
         let session = try #require(try await store.session(id: old.id))
         #expect(session.owner == Tenant.defaultName)
         #expect(session.result?.proveSuccess == "true")

@@ -12,10 +12,10 @@ struct WebhookOutboxTests {
 
     /// Opens a new store of `kind`, runs `body`, and closes it even when `body` throws (SQLiteNIO stops a
     /// process whose connections were left open).
-    static func withStore(_ kind: String, _ body: (any SessionStore) async throws -> Void) async throws {
+    static func withStore(_ kind: String, _ body: (any RelayStore) async throws -> Void) async throws {
         let directory = try SQLiteStoreTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store: any SessionStore =
+        let store: any RelayStore =
             switch kind {
             case "sqlite":
                 try await SQLiteSessionStore.open(

@@ -11,11 +11,11 @@ import Testing
 
 /// An outbox that says when an attempt has been stored: the tests' way to await the sender.
 final class ObservedOutbox: WebhookOutbox {
-    let store: any SessionStore
+    let store: any RelayStore
     let recorded: AsyncStream<WebhookMessage>
     private let continuation: AsyncStream<WebhookMessage>.Continuation
 
-    init(_ store: any SessionStore) {
+    init(_ store: any RelayStore) {
         self.store = store
         (recorded, continuation) = AsyncStream.makeStream()
     }
@@ -46,7 +46,7 @@ enum WebhookFixtures {
 
     /// A stored session whose change put one message (`session.verified`) in the outbox.
     @discardableResult
-    static func enqueue(_ store: any SessionStore, at now: Date) async throws -> WebhookMessage {
+    static func enqueue(_ store: any RelayStore, at now: Date) async throws -> WebhookMessage {
         let session = Session(
             id: Secrets.sessionID(), linkKey: Secrets.token(length: 22), channelToken: "t", createdAt: now,
             expiresAt: now.addingTimeInterval(180), correlationId: "c", authToken: nil, clientRequestId: "r",

@@ -23,7 +23,7 @@ final class ChannelFeed {
         case failed
     }
 
-    private let store: any SessionStore
+    private let store: any SessionStore & InMemoryReads
     private let eventLoop: any EventLoop
     private let sessionID: String
     private(set) var cursor: Int
@@ -35,7 +35,8 @@ final class ChannelFeed {
 
     /// Subscribes at once and reads the store; `onStep` is called on `eventLoop` until `end()`.
     init(
-        store: any SessionStore, hub: ChannelHub, eventLoop: any EventLoop, sessionID: String, cursor: Int,
+        store: any SessionStore & InMemoryReads, hub: ChannelHub, eventLoop: any EventLoop, sessionID: String,
+        cursor: Int,
         wakeAt: Date?, onStep: @escaping (Step) -> Void
     ) {
         self.store = store

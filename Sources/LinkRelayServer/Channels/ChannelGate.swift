@@ -6,7 +6,7 @@ import NIOHTTP1
 /// channel token (401), then cursor and timeout (400). An origin no tenant allows is refused before the
 /// session is read; one that another tenant allows, once the session's tenant is known.
 struct ChannelGate: Sendable {
-    let store: any SessionStore
+    let store: any SessionStore & InMemoryReads
     let origins: AllowedOrigins
     let securityEvents: SecurityEvents
 

@@ -5,7 +5,7 @@ import LinkRelayCore
 /// not a copy, so a waiting channel carries one pointer for all of them.
 final class ChannelServices: Sendable {
     let hub: ChannelHub
-    let store: any SessionStore
+    let store: any SessionStore & InMemoryReads
     let clock: any RelayClock
     let metrics: RelayMetrics
     let writer: ResponseWriter
@@ -16,7 +16,8 @@ final class ChannelServices: Sendable {
     let pingInterval: TimeInterval = 20
 
     init(
-        hub: ChannelHub, store: any SessionStore, clock: any RelayClock, metrics: RelayMetrics, writer: ResponseWriter,
+        hub: ChannelHub, store: any SessionStore & InMemoryReads, clock: any RelayClock, metrics: RelayMetrics,
+        writer: ResponseWriter,
         securityEvents: SecurityEvents
     ) {
         self.hub = hub

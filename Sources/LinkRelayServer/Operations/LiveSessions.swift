@@ -15,12 +15,12 @@ final class LiveSessions: Sendable {
     ]
     static let cacheSeconds: TimeInterval = 5
 
-    let store: any SessionStore
+    let store: any StoreHealth
     let clock: any RelayClock
     let metrics: RelayMetrics
     private let cache = Locked<(at: Date, counts: [LiveSessionCount])?>(nil)
 
-    init(store: any SessionStore, clock: any RelayClock, metrics: RelayMetrics) {
+    init(store: any StoreHealth, clock: any RelayClock, metrics: RelayMetrics) {
         self.store = store
         self.clock = clock
         self.metrics = metrics

@@ -6,15 +6,15 @@ import Synchronization
 /// `/healthz`, `/readyz` and `/metrics` for operators (and their HEADs, for health checks that send
 /// HEAD: the front door leaves the body out).
 final class OpsController: Sendable {
-    let service: SessionService
+    let store: any StoreHealth
     let draining: Draining
     /// With PostgreSQL: the bus from other instances, without which a tap there would not wake a channel here.
     let listener: PostgresListener?
     /// Counted by the store before each scrape (`linkrelay_sessions_in_progress`).
     let liveSessions: LiveSessions
 
-    init(service: SessionService, draining: Draining, listener: PostgresListener?, liveSessions: LiveSessions) {
-        self.service = service
+    init(store: any StoreHealth, draining: Draining, listener: PostgresListener?, liveSessions: LiveSessions) {
+        self.store = store
         self.draining = draining
         self.listener = listener
         self.liveSessions = liveSessions
@@ -27,9 +27,9 @@ final class OpsController: Sendable {
         if let listener, !listener.isListening {
             return .now(.text("not listening to other instances\n", status: .serviceUnavailable))
         }
-        return .later { [service] in
+        return .later { [store] in
             do {
-                try await service.store.ping()
+                try await store.ping()
                 return .text("ready\n")
             } catch StoreError.corrupt {
                 return .text("store corrupt\n", status: .serviceUnavailable)
@@ -44,11 +44,11 @@ final class OpsController: Sendable {
     /// The sessions in progress are counted first (at most every few seconds, bounded in time); a store
     /// that does not answer leaves them as last counted, and the rest is served all the same.
     func metrics(_ request: RelayRequest) -> Reply {
-        .later { [service, liveSessions] in
+        .later { [liveSessions] in
             _ = try? await liveSessions.counts()
             return Answer(
                 status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
-                body: ByteBuffer(bytes: service.metrics.registry.emitToBuffer()))
+                body: ByteBuffer(bytes: liveSessions.metrics.registry.emitToBuffer()))
         }
     }
 }

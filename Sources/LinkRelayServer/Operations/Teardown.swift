@@ -4,7 +4,7 @@ import ServiceLifecycle
 
 /// Runs until shutdown, then closes the store. Listed first among the services, so it stops last.
 struct Teardown: Service {
-    let store: any SessionStore
+    let store: any StoreHealth
     let logger: Logger
 
     func run() async throws {

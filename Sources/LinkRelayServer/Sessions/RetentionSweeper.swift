@@ -17,6 +17,7 @@ import ServiceLifecycle
 /// With PostgreSQL every instance sweeps; the stores skip rows another instance is deleting.
 struct RetentionSweeper: Service {
     let service: SessionService
+    let store: any RetentionStore & WebhookOutbox
     /// Days ended sessions and settled webhook messages are kept.
     let retentionDays: Int
     var interval: TimeInterval = 10
@@ -56,7 +57,7 @@ struct RetentionSweeper: Service {
         var pass = Pass()
         do {
             while true {
-                let due = try await service.store.sessionsWithIndividual(keptUntil: now, limit: messageBatch)
+                let due = try await store.sessionsWithIndividual(keptUntil: now, limit: messageBatch)
                 for id in due { try await service.eraseIndividual(sessionID: id) }
                 pass.erased += due.count
                 if due.count < messageBatch { break }
@@ -68,11 +69,11 @@ struct RetentionSweeper: Service {
         let cutoff = now.addingTimeInterval(-TimeInterval(retentionDays) * 86_400)
         var more: Bool
         (pass.sessions, more) = await inBatches(.sessions, of: sessionBatch, until: end) { [service] limit in
-            try await service.store.deleteSessions(endedBefore: cutoff, limit: limit)
+            try await store.deleteSessions(endedBefore: cutoff, limit: limit)
         }
         if !more {
             (pass.messages, more) = await inBatches(.webhookMessages, of: messageBatch, until: end) { [service] limit in
-                try await service.store.pruneWebhooks(
+                try await store.pruneWebhooks(
                     deliveredBefore: cutoff, failedBefore: cutoff.addingTimeInterval(-Self.retryPeriod), limit: limit)
             }
         }

@@ -7,7 +7,7 @@ import ProveAPI
 
 /// The one place that changes sessions: it writes the store, then wakes channels through the bus.
 final class SessionService: Sendable {
-    let store: any SessionStore
+    let store: any SessionStore & ClusterClaims
     let bus: any EventBus
     let prove: any ProveClient
     let clock: any RelayClock
@@ -27,7 +27,7 @@ final class SessionService: Sendable {
     private let steps = Locked<Set<String>>([])
 
     init(
-        store: any SessionStore, bus: any EventBus, prove: any ProveClient, clock: any RelayClock,
+        store: any SessionStore & ClusterClaims, bus: any EventBus, prove: any ProveClient, clock: any RelayClock,
         metrics: RelayMetrics, logger: Logger, publicURL: String, defaultHold: Int, webhooks: WebhookReporter? = nil,
         identityRetention: TimeInterval = 900
     ) {

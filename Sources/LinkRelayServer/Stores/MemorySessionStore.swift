@@ -3,7 +3,7 @@ import LinkRelayCore
 import LinkRelaySupport
 
 /// Sessions in this process's memory only: for tests and throw-away runs. A restart loses everything.
-final class MemorySessionStore: SessionStore {
+final class MemorySessionStore: RelayStore {
     private struct State {
         var sessions: [String: Session] = [:]
         var events: [String: [SessionEvent]] = [:]
@@ -70,6 +70,9 @@ final class MemorySessionStore: SessionStore {
     func eventsInMemory(sessionID: String, after: Int) -> [SessionEvent]? {
         state.withLock { state in state.events[sessionID]?.filter { $0.seq > after } }
     }
+
+    /// Its sessions are the truth, not a cache: nothing to give back.
+    func releaseMemory() async {}
 
     func activeSessions() async throws -> [Session] {
         state.withLock { state in state.sessions.values.filter { !$0.state.isTerminal } }

@@ -15,7 +15,7 @@ import PostgresNIO
 /// Nothing is cached: another instance may change a session at any moment, and the version check of
 /// `update` is what makes a change happen once across instances. The one exception is a session whose
 /// verification this instance's own write just claimed (see `sessionToVerify`).
-final class PostgresSessionStore: SessionStore {
+final class PostgresSessionStore: RelayStore {
     /// The channel of the wake-ups.
     static let channel = "linkrelay"
 
@@ -219,6 +219,10 @@ final class PostgresSessionStore: SessionStore {
         if let session = claimedByWrite.withLock({ $0.removeValue(forKey: id) }) { return session }
         return try await sessions(ClaimVerification(sessionID: id, instanceID: instanceID)).first
     }
+
+    /// Every read goes to the database: a channel opens through `session(id:)`.
+    func sessionInMemory(id: String) -> Session? { nil }
+    func eventsInMemory(sessionID: String, after: Int) -> [SessionEvent]? { nil }
 
     func releaseMemory() async {
         claimedByWrite.withLock { $0 = [:] }

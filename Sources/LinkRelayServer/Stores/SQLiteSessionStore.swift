@@ -40,7 +40,7 @@ import VaporCSQLite
 /// `StoreError.corrupt` (503) without touching the file, the sessions kept in memory included, so that
 /// the relay answers alike whichever copy a request would have read. The file is checked before it
 /// is opened (`SQLiteFile`), and made with mode 0600 when the relay creates it.
-final class SQLiteSessionStore: SessionStore {
+final class SQLiteSessionStore: RelayStore {
     /// The VFS every connection uses (see above).
     static let vfs = "unix-excl"
     static let readerCount = 2
