@@ -16,7 +16,10 @@ public struct LinkRelay: Sendable {
     public let sandbox: ProveSandbox?
     public let metrics: RelayMetrics
     let store: any RelayStore
-    let service: SessionService
+    /// The state machine, its flows, the verifier and the expiry sweeper.
+    let parts: SessionParts
+    var service: SessionService { parts.service }
+    let clock: any RelayClock
     let frontDoor: FrontDoor.Services
     let hub: ChannelHub
     let draining: Draining
@@ -50,7 +53,7 @@ public struct LinkRelay: Sendable {
     /// With `handlingSignals`, SIGTERM and SIGINT start the shutdown and SIGUSR1 writes a backup.
     public func serviceGroup(handlingSignals: Bool = true, logger: Logger) -> ServiceGroup {
         let drain = Drain(
-            hub: hub, draining: draining, clock: service.clock, delay: configuration.drainDelay, sandbox: sandbox,
+            hub: hub, draining: draining, clock: clock, delay: configuration.drainDelay, sandbox: sandbox,
             timeout: .milliseconds(Int64(configuration.drainTimeout * 1000)),
             logger: logger)
         // Stopped before the store's teardown, so that a backup under way ends before the store closes.
@@ -135,7 +138,7 @@ public func buildLinkRelay(
     let webhookSender =
         webhooks.isEmpty
         ? nil : WebhookSender(webhooks: webhooks, outbox: store, clock: clock, metrics: metrics, logger: logger)
-    let service = SessionService(
+    let parts = SessionParts(
         store: store, bus: hub, prove: BreakerProveClient(wrapped: prove, breaker: breaker, clock: clock), clock: clock,
         metrics: metrics, logger: logger,
         publicURL: configuration.publicURL, defaultHold: configuration.holdSeconds,
@@ -143,6 +146,7 @@ public func buildLinkRelay(
             WebhookReporter(tenants: Set(webhooks.map(\.0)), committed: sender.wake)
         },
         identityRetention: configuration.identityRetention)
+    let service = parts.service
     let pages = try await Pages.load(directory: configuration.templatesDirectory, sandbox: sandbox != nil)
     let draining = Draining()
     let securityEvents = SecurityEvents(metrics: metrics, logger: logger, clock: clock)
@@ -156,7 +160,7 @@ public func buildLinkRelay(
     if let postgres, case .postgres(let url) = configuration.store {
         let bus = PostgresListener(url: url, store: postgres, hub: hub, logger: logger)
         listener = bus
-        instances = [bus, InstanceCoordinator(store: postgres, service: service)]
+        instances = [bus, InstanceCoordinator(store: postgres, verifier: parts.verifier, clock: clock, logger: logger)]
     }
 
     let writer = ResponseWriter(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
@@ -249,20 +253,22 @@ public func buildLinkRelay(
     let services: [any Service] =
         [
             Teardown(store: store, logger: logger),
-            Verifier(service: service),
-            ExpirySweeper(service: service),
-            RetentionSweeper(service: service, store: store, retentionDays: configuration.retentionDays),
+            parts.verifier,
+            parts.expirySweeper,
+            RetentionSweeper(
+                service: service, store: store, clock: clock, logger: logger, metrics: metrics,
+                retentionDays: configuration.retentionDays),
             ChannelHeartbeat(hub: hub, clock: clock),
             MemoryTrim(
                 tunesGlibc: configuration.mallocTuning, activity: { hub.activity },
                 release: {
                     await store.releaseMemory()
-                    service.expiries.compact()
+                    parts.expiries.compact()
                     hub.compact()
                 }),
         ] + instances + optional.compactMap { $0 } + [server]
     return LinkRelay(
         configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
-        store: store, service: service, frontDoor: frontDoor, hub: hub, draining: draining, running: running,
+        store: store, parts: parts, clock: clock, frontDoor: frontDoor, hub: hub, draining: draining, running: running,
         backups: backups)
 }

@@ -67,7 +67,7 @@ struct DemoPrefillTests {
             let prove = await relay.respond(to: RelayRequest(.GET, link + (decline ? "?decline=1" : "")))
             let landing = try #require(prove?.headers.first(name: "Location"))
             #expect(try await get(landing).status == 200)
-            await Verifier(service: relay.service).verify(sessionID: session[0].1)
+            await relay.parts.verifier.verify(sessionID: session[0].1)
         }
     }
 

@@ -16,11 +16,12 @@ struct PrefillServiceTests {
 
     let clock = ManualClock()
     let store = SessionServiceTests.FailingStore()
-    let service: SessionService
+    let parts: SessionParts
+    var service: SessionService { parts.service }
 
     init() {
         let sandbox = ProveSandbox(publicBaseURL: "https://relay.example")
-        service = SessionService(
+        parts = SessionParts(
             store: store, bus: SessionServiceTests.RecordingBus(),
             prove: SandboxProveClient(
                 sandbox: sandbox, overHTTP: ScriptedProve(), observer: nil, logger: quietLogger()),
@@ -40,7 +41,7 @@ struct PrefillServiceTests {
         let session = try await service.create(Self.request(), idempotencyKey: nil)
         _ = try await service.land(
             linkKey: session.linkKey, parameters: LandingParameters(asc: true, authId: Self.authId))
-        await Verifier(service: service).verify(sessionID: session.id)
+        await parts.verifier.verify(sessionID: session.id)
         return try #require(try await store.session(id: session.id))
     }
 
@@ -91,7 +92,7 @@ struct PrefillServiceTests {
         _ = try await service.land(
             linkKey: session.linkKey, parameters: LandingParameters(asc: true, authId: Self.authId))
         store.failUpdates.withLock { $0 = true }
-        async let verifying: Void = Verifier(service: service).verify(sessionID: session.id)
+        async let verifying: Void = parts.verifier.verify(sessionID: session.id)
         await clock.waitForSleepers(1)
         store.failUpdates.withLock { $0 = false }
         clock.advance(by: 2)

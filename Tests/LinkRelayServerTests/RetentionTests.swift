@@ -19,7 +19,8 @@ struct RetentionTests {
     struct Harness {
         let clock: ManualClock
         let store: any RelayStore
-        let service: SessionService
+        let parts: SessionParts
+        var service: SessionService { parts.service }
         let sweeper: RetentionSweeper
         /// The SQLite file, when the store is one.
         let file: URL?
@@ -44,7 +45,7 @@ struct RetentionTests {
             }
         let clock = ManualClock()
         let metrics = RelayMetrics()
-        let service = SessionService(
+        let parts = SessionParts(
             store: store, bus: SessionServiceTests.RecordingBus(),
             prove: SandboxProveClient(
                 sandbox: ProveSandbox(publicBaseURL: "https://relay.example"), overHTTP: ScriptedProve(),
@@ -53,9 +54,10 @@ struct RetentionTests {
             defaultHold: 180, webhooks: WebhookReporter(tenants: [Tenant.defaultName], committed: {}),
             identityRetention: identityRetention)
         let harness = Harness(
-            clock: clock, store: store, service: service,
+            clock: clock, store: store, parts: parts,
             sweeper: RetentionSweeper(
-                service: service, store: store, retentionDays: retentionDays, sessionBatch: 3, messageBatch: 3,
+                service: parts.service, store: store, clock: clock, logger: quietLogger(), metrics: metrics,
+                retentionDays: retentionDays, sessionBatch: 3, messageBatch: 3,
                 pause: .zero),
             file: kind == "sqlite" ? file : nil)
         do {
@@ -75,7 +77,7 @@ struct RetentionTests {
         let session = try await harness.service.create(request, idempotencyKey: idempotencyKey)
         _ = try await harness.service.land(
             linkKey: session.linkKey, parameters: LandingParameters(asc: true, authId: PrefillServiceTests.authId))
-        await Verifier(service: harness.service).verify(sessionID: session.id)
+        await harness.parts.verifier.verify(sessionID: session.id)
         let found = try await harness.service.challenge(sessionID: session.id, tenant: Tenant.defaultName, .init())
         #expect(found.individual?.lastName == "Pinson")
         return try #require(try await harness.store.session(id: session.id))

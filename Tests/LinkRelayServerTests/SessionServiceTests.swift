@@ -87,10 +87,11 @@ struct SessionServiceTests {
     let store = FailingStore()
     let bus = RecordingBus()
     let prove = ScriptedProve()
-    let service: SessionService
+    let parts: SessionParts
+    var service: SessionService { parts.service }
 
     init() {
-        service = SessionService(
+        parts = SessionParts(
             store: store, bus: bus, prove: prove, clock: clock, metrics: RelayMetrics(), logger: quietLogger(),
             publicURL: "https://relay.example", defaultHold: 180)
     }
@@ -108,7 +109,7 @@ struct SessionServiceTests {
 
     /// Asks Prove as the verifier does, until the session is settled or its hold ends.
     func verify(_ session: Session) async {
-        await Verifier(service: service).verify(sessionID: session.id)
+        await parts.verifier.verify(sessionID: session.id)
     }
 
     // MARK: - create
@@ -125,7 +126,7 @@ struct SessionServiceTests {
         let (_, events) = try await stored(session.id)
         #expect(events == ["waiting"])
         #expect(bus.types == ["waiting"])
-        #expect(service.expiries.next == session.expiresAt)
+        #expect(parts.expiries.next == session.expiresAt)
     }
 
     @Test("A store that cannot take the session answers before Prove is asked: no SMS goes")
@@ -258,12 +259,12 @@ struct SessionServiceTests {
     func expire() async throws {
         let session = try await service.create(Self.request, idempotencyKey: nil)
         clock.advance(by: 179)
-        try await service.expire(sessionID: session.id)
+        try await parts.verifier.expire(sessionID: session.id)
         #expect(try await stored(session.id).1 == ["waiting"])
         clock.advance(by: 1)
-        try await service.expire(sessionID: session.id)
+        try await parts.verifier.expire(sessionID: session.id)
         #expect(try await stored(session.id).1 == ["waiting", "expired"])
-        #expect(service.expiries.due(at: clock.now()).isEmpty, "an ended session needs no expiry")
+        #expect(parts.expiries.due(at: clock.now()).isEmpty, "an ended session needs no expiry")
     }
 
     @Test("A session that never landed is asked about once as its hold ends: Prove's `true` ends it verified")
@@ -271,7 +272,7 @@ struct SessionServiceTests {
         let session = try await service.create(Self.request, idempotencyKey: nil)
         prove.answerStatus(.success(.init(success: "true", phoneNumber: "2001004014")))
         clock.advance(by: 180)
-        try await service.expire(sessionID: session.id)
+        try await parts.verifier.expire(sessionID: session.id)
         let (stored, events) = try await stored(session.id)
         #expect(events == ["waiting", "result"], "a result without a tapped: the redirect was lost")
         #expect(stored.state == .verified)
@@ -289,10 +290,10 @@ struct SessionServiceTests {
         prove.answerStatus(answer)
         clock.advance(by: 180)
         store.failUpdates.withLock { $0 = true }
-        await #expect(throws: StoreError.unavailable) { try await service.expire(sessionID: session.id) }
+        await #expect(throws: StoreError.unavailable) { try await parts.verifier.expire(sessionID: session.id) }
         store.failUpdates.withLock { $0 = false }
         // The sweeper comes back: the session expires without a second question.
-        try await service.expire(sessionID: session.id)
+        try await parts.verifier.expire(sessionID: session.id)
         #expect(try await stored(session.id).1 == ["waiting", "expired"])
         #expect(prove.statusCalls.count == 1)
     }
@@ -340,7 +341,7 @@ struct SessionServiceTests {
         let session = try await service.create(Self.request, idempotencyKey: nil)
         _ = try await landing(session)
         clock.advance(by: 180)
-        try await service.expire(sessionID: session.id)
+        try await parts.verifier.expire(sessionID: session.id)
         let (stored, events) = try await stored(session.id)
         #expect(events == ["waiting", "tapped", "result"])
         #expect(stored.state == .failed)

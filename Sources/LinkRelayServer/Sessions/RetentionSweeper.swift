@@ -1,5 +1,6 @@
 import Foundation
 import LinkRelayCore
+import Logging
 import ServiceLifecycle
 
 /// Keeps identity data and ended sessions only as long as they are configured to be kept: every
@@ -16,8 +17,12 @@ import ServiceLifecycle
 /// `interval`, then the next begins at once while there is more, so erasures are never held up longer.
 /// With PostgreSQL every instance sweeps; the stores skip rows another instance is deleting.
 struct RetentionSweeper: Service {
+    /// Erases individuals: the state machine.
     let service: SessionService
     let store: any RetentionStore & WebhookOutbox
+    let clock: any RelayClock
+    let logger: Logger
+    let metrics: RelayMetrics
     /// Days ended sessions and settled webhook messages are kept.
     let retentionDays: Int
     var interval: TimeInterval = 10
@@ -52,7 +57,7 @@ struct RetentionSweeper: Service {
     /// One pass: every individual that is due, then deletions for at most `budget` seconds.
     @discardableResult
     func sweep(for budget: TimeInterval = .infinity) async -> Pass {
-        let now = service.clock.now()
+        let now = clock.now()
         let end = pacing.now().addingTimeInterval(budget)
         var pass = Pass()
         do {
@@ -63,9 +68,9 @@ struct RetentionSweeper: Service {
                 if due.count < messageBatch { break }
             }
         } catch {
-            service.logger.warning("Erasing identity data failed; trying again later", metadata: ["error": "\(error)"])
+            logger.warning("Erasing identity data failed; trying again later", metadata: ["error": "\(error)"])
         }
-        service.metrics.retained(.individuals, pass.erased)
+        metrics.retained(.individuals, pass.erased)
         let cutoff = now.addingTimeInterval(-TimeInterval(retentionDays) * 86_400)
         var more: Bool
         (pass.sessions, more) = await inBatches(.sessions, of: sessionBatch, until: end) { [service] limit in
@@ -79,7 +84,7 @@ struct RetentionSweeper: Service {
         }
         pass.more = more
         if pass.sessions + pass.messages > 0 {
-            service.logger.info(
+            logger.info(
                 "Retention: deleted what was past it",
                 metadata: [
                     "sessions": "\(pass.sessions)", "webhook_messages": "\(pass.messages)", "days": "\(retentionDays)",
@@ -97,14 +102,14 @@ struct RetentionSweeper: Service {
         do {
             while true {
                 let deleted = try await delete(batch)
-                service.metrics.retained(what, deleted)
+                metrics.retained(what, deleted)
                 total += deleted
                 guard deleted >= batch, !Task.isCancelled else { return (total, false) }
                 guard pacing.now() < end else { return (total, true) }
                 try await Task.sleep(for: pause)
             }
         } catch {
-            service.logger.warning(
+            logger.warning(
                 "Deleting past the retention failed; trying again later",
                 metadata: ["what": .string(what.rawValue), "error": "\(error)"])
             return (total, false)

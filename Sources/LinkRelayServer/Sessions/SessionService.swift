@@ -5,49 +5,49 @@ import LinkRelaySupport
 import Logging
 import ProveAPI
 
-/// The one place that changes sessions: it writes the store, then wakes channels through the bus.
+/// The sessions' state machine, and the one place that changes sessions: it writes the store, then wakes
+/// channels through the bus. What differs between providers is in the flows (`SessionFlow`); asking the
+/// provider for a result is the verifier's (`Verifier`), which records what it learns here.
 final class SessionService: Sendable {
     let store: any SessionStore & ClusterClaims
-    let bus: any EventBus
-    let prove: any ProveClient
+    private let bus: any EventBus
+    private let flows: Flows
     let clock: any RelayClock
     let metrics: RelayMetrics
     let logger: Logger
-    let publicURL: String
-    let defaultHold: Int
-    /// How long a Pre-Fill individual is kept after the complete step or Prove's 15 minutes.
-    let identityRetention: TimeInterval
-    let verifications: VerificationQueue
-    let expiries: ExpiryQueue
-    let lastQuestions = LastQuestions()
+    private let publicURL: String
+    private let defaultHold: Int
+    /// The verifier's queue: a landing, a finish or a start without a link asks it to ask the provider.
+    private let verifications: VerificationQueue
+    /// The expiry sweeper's queue: each session is scheduled at its hold's end.
+    private let expiries: ExpiryQueue
     /// Makes the webhook messages written with each change; nil without `--webhook-url`.
-    let webhooks: WebhookReporter?
+    private let webhooks: WebhookReporter?
     private let inFlightCreates = Locked<[String: Task<Session, any Error>]>([:])
     /// Binds and Pre-Fill steps under way on this instance: one at a time per session.
     private let steps = Locked<Set<String>>([])
 
     init(
-        store: any SessionStore & ClusterClaims, bus: any EventBus, prove: any ProveClient, clock: any RelayClock,
-        metrics: RelayMetrics, logger: Logger, publicURL: String, defaultHold: Int, webhooks: WebhookReporter? = nil,
-        identityRetention: TimeInterval = 900
+        store: any SessionStore & ClusterClaims, bus: any EventBus, flows: Flows, verifications: VerificationQueue,
+        expiries: ExpiryQueue, clock: any RelayClock, metrics: RelayMetrics, logger: Logger, publicURL: String,
+        defaultHold: Int, webhooks: WebhookReporter?
     ) {
-        self.webhooks = webhooks
-        self.identityRetention = identityRetention
         self.store = store
         self.bus = bus
-        self.prove = prove
+        self.flows = flows
+        self.verifications = verifications
+        self.expiries = expiries
         self.clock = clock
         self.metrics = metrics
         self.logger = logger
         self.publicURL = publicURL
         self.defaultHold = defaultHold
-        self.verifications = VerificationQueue()
-        self.expiries = ExpiryQueue()
+        self.webhooks = webhooks
     }
 
     // MARK: - create
 
-    /// Starts a Prove desktop flow for `tenant` and stores the session with its `waiting` event. A repeat
+    /// Starts the request's flow for `tenant` and stores the session with its `waiting` event. A repeat
     /// under the same Idempotency-Key (scoped to the tenant) returns the session it made.
     ///
     /// `legacyKey`: the key as sessions stored before tenants scoped it (per API key), looked up too, once.
@@ -148,9 +148,10 @@ final class SessionService: Sendable {
         let event = session.record(.waiting(expiresAt: expiresAt), at: now)
         try await store.insert(session, event: event)
 
-        let flow: StartedFlow
+        let flow: FlowStart
         do {
-            flow = try await startFlow(request, session, deadline: deadline(for: expiresAt))
+            flow = try await flows.serving(request.flow ?? .unify).start(
+                request, for: session, deadline: clock.deadline(for: expiresAt))
         } catch {
             // Nothing was sent: the session goes. Should the store refuse even that, the session, never
             // handed out and with no flow to ask about, ends `expired` at the end of its hold.
@@ -188,57 +189,10 @@ final class SessionService: Sendable {
         return session
     }
 
-    /// What Prove's start of a flow gives the session.
-    struct StartedFlow: Sendable {
-        var correlationId: String
-        var authToken: String?
-        /// Pre-Fill's first `next`.
-        var next: [String: String]?
-
-        func apply(to session: inout Session) {
-            session.correlationId = correlationId
-            session.authToken = authToken
-            if let next { session.prefill = PrefillProgress(next: next) }
-            // No link for `none`: Prove knows the outcome now; the verifier asks at once.
-            if session.possession == .none { session.verificationPending = true }
-        }
-    }
-
-    /// `/v3/unify`, or `/v3/start` (desktop) for Pre-Fill: either sends the Instant Link to `finalTargetUrl`.
-    private func startFlow(_ request: CreateSessionRequest, _ session: Session, deadline: ContinuousClock.Instant)
-        async throws -> StartedFlow
-    {
-        switch request.flow ?? .unify {
-        case .unify:
-            let answer = try await prove.unify(
-                UnifyRequest(
-                    possessionType: session.possession.rawValue, clientRequestId: session.clientRequestId,
-                    phoneNumber: request.phoneNumber, finalTargetUrl: session.finalTargetUrl,
-                    smsMessage: request.smsMessage, allowOTPRetry: request.allowOTPRetry,
-                    checkReputation: request.checkReputation, clientCustomerId: request.clientCustomerId,
-                    clientHumanId: request.clientHumanId, deviceId: request.deviceId,
-                    emailAddress: request.emailAddress, ipAddress: request.ipAddress, proveId: request.proveId,
-                    rebind: request.rebind),
-                deadline: deadline)
-            return StartedFlow(correlationId: answer.correlationId, authToken: answer.authToken)
-        case .prefill:
-            let answer = try await prove.prefillStart(
-                PrefillStartRequest(
-                    flowType: "desktop", finalTargetUrl: session.finalTargetUrl, phoneNumber: request.phoneNumber,
-                    dob: request.dob, ssn: request.ssn, emailAddress: request.emailAddress,
-                    ipAddress: request.ipAddress, smsMessage: request.smsMessage,
-                    allowOTPRetry: request.allowOTPRetry, clientRequestId: session.clientRequestId,
-                    clientCustomerId: request.clientCustomerId),
-                deadline: deadline)
-            metrics.prefillStep(.start, success: true)
-            return StartedFlow(correlationId: answer.correlationId, authToken: answer.authToken, next: answer.next)
-        }
-    }
-
     /// Stores Prove's answer on a session whose last create write failed, retrying with growing pauses
     /// until the store takes it or the hold ends. Until then a landing is asked about again later (the
     /// verifier waits for the correlationId).
-    private func keepStarted(_ id: String, _ flow: StartedFlow, until expiresAt: Date) {
+    private func keepStarted(_ id: String, _ flow: FlowStart, until expiresAt: Date) {
         Task {
             var pause: TimeInterval = 0.5
             while clock.now() < expiresAt {
@@ -374,145 +328,33 @@ final class SessionService: Sendable {
         return session
     }
 
-    // MARK: - bind
+    // MARK: - a flow's own steps
 
     /// Prove's flow lifetime: a bind or a Pre-Fill step after it is refused (API.md v1.1).
     static let proveFlowLifetime: TimeInterval = 15 * 60
 
-    /// `POST /v1/sessions/{id}/bind`: once the integrator's own possession check passed on a
-    /// `possession_required` session, asks `/v3/unify-bind` and keeps Prove's answer as
-    /// `result.binding`. Allowed once, within `proveFlowLifetime` of the creation: else `bindNotAllowed` (409).
-    /// No channel event.
-    func bind(sessionID: String, tenant: String, phoneNumber: String?) async throws -> SessionResult.Binding {
-        let session = try await self.session(sessionID, of: tenant)
-        guard session.result?.outcome == .possessionRequired, session.result?.binding == nil,
-            clock.now() < session.createdAt.addingTimeInterval(Self.proveFlowLifetime),
-            steps.withLock({ $0.insert(sessionID).inserted })
-        else { throw SessionError.bindNotAllowed }
-        defer { _ = steps.withLock { $0.remove(sessionID) } }
-        let phone = phoneNumber ?? session.phoneNumber
-        let answer = try await prove.unifyBind(
-            UnifyBindRequest(
-                correlationId: session.correlationId, phoneNumber: phone, clientRequestId: session.clientRequestId),
-            deadline: .now + .seconds(10))
-        let binding = SessionResult.Binding(
-            success: answer.success == "true", phoneNumber: answer.phoneNumber ?? phone, deviceId: answer.deviceId,
-            evaluation: answer.evaluation?.mapValues { .init(result: $0.result, failureReasons: $0.failureReasons) },
-            at: clock.now())
-        var kept = false
-        _ = try await mutate(.id(sessionID)) { session, _ in
-            guard session.result?.binding == nil else { return nil }
-            session.result?.binding = binding
-            kept = true
-            return []
-        }
-        guard kept else { throw SessionError.bindNotAllowed }
-        metrics.bound(success: binding.success)
-        logger.info(
-            "Session bound", metadata: ["session": .string(sessionID), "success": "\(binding.success)"])
-        return binding
-    }
-
-    // MARK: - Pre-Fill steps
-
-    /// `POST /v1/sessions/{id}/challenge`: `/v3/challenge` with a `dob` or `ssn`, or without (Prove then
-    /// uses those the create gave). Keeps the individual Prove found and its `next`.
-    func challenge(sessionID: String, tenant: String, _ input: PrefillStepBody.Challenge) async throws
-        -> PrefillChallengeResponse
-    {
-        try await prefillStep(.challenge, sessionID: sessionID, tenant: tenant) { session, progress in
-            if input.dob == nil, input.ssn == nil, progress.challengeMissing == true {
-                throw Problem.invalid([
-                    .init(field: "dob", message: "dob or ssn is required: the session was created with neither")
-                ])
-            }
-            let answer = try await prove.prefillChallenge(
-                PrefillChallengeRequest(correlationId: session.correlationId, dob: input.dob, ssn: input.ssn),
-                deadline: .now + .seconds(10))
-            progress.next = answer.next
-            progress.individual = answer.individual.map(PrefillIndividual.init)
-            progress.individualKeptUntil = nil
-            progress.keepIndividual(
-                until: session.createdAt.addingTimeInterval(Self.proveFlowLifetime + identityRetention))
-            return (answer, answer.success)
-        }
-    }
-
-    /// `POST /v1/sessions/{id}/complete`: `/v3/complete` with the individual the customer confirmed.
-    func complete(sessionID: String, tenant: String, _ individual: PrefillIndividual) async throws
-        -> PrefillCompleteResponse
-    {
-        try await prefillStep(.complete, sessionID: sessionID, tenant: tenant) { session, progress in
-            let answer = try await prove.prefillComplete(
-                PrefillCompleteRequest(correlationId: session.correlationId, individual: ProveIndividual(individual)),
-                deadline: .now + .seconds(10))
-            progress.next = answer.next
-            progress.completed = answer.success
-            progress.keepIndividual(until: clock.now().addingTimeInterval(identityRetention))
-            return (answer, answer.success)
-        }
-    }
-
-    /// One step the backend asks for: only on one of `tenant`'s Pre-Fill sessions (else `notFound`), only
-    /// when Prove's last `next` offers it, within Prove's flow lifetime, one at a time (else
-    /// `stepNotAllowed`). `ask` calls Prove and notes its answer in the progress, which is stored; nothing
-    /// is when Prove fails. An individual whose time is up by then is erased in the same write.
-    private func prefillStep<Answer>(
-        _ step: PrefillProgress.Step, sessionID: String, tenant: String,
-        _ ask: (Session, inout PrefillProgress) async throws -> (Answer, success: Bool)
+    /// One of a flow's own steps on one of `tenant`'s sessions (else `notFound`), one at a time per session
+    /// (else `busy`): `take` checks the session and asks the provider; its change is stored, and nothing
+    /// is when the provider fails. A change the session no longer takes is `busy` too.
+    func step<Answer: Sendable>(
+        sessionID: String, tenant: String, busy: any Error, _ take: (Session) async throws -> FlowStep<Answer>
     ) async throws -> Answer {
         let session = try await self.session(sessionID, of: tenant)
-        guard var progress = session.prefill else { throw SessionError.notFound }
-        guard clock.now() < session.createdAt.addingTimeInterval(Self.proveFlowLifetime) else {
-            throw SessionError.stepNotAllowed("Prove's Pre-Fill flow lasts 15 minutes from the session's creation.")
-        }
-        let offered = progress.offeredSteps
-        guard offered.contains(step) else {
-            throw SessionError.stepNotAllowed(
-                "Prove's last next does not offer \(step.route); allowed now: "
-                    + (offered.isEmpty ? "none" : offered.map(\.route).joined(separator: ", ")) + ".")
-        }
-        guard steps.withLock({ $0.insert(sessionID).inserted }) else {
-            throw SessionError.stepNotAllowed("Another step of this session is under way.")
-        }
+        guard steps.withLock({ $0.insert(sessionID).inserted }) else { throw busy }
         defer { _ = steps.withLock { $0.remove(sessionID) } }
-        let (answer, success) = try await ask(session, &progress)
-        metrics.prefillStep(step == .challenge ? .challenge : .complete, success: success)
-        _ = try await mutate(.id(sessionID)) { [progress] session, now in
-            session.prefill = progress
-            if let until = progress.individualKeptUntil, until <= now { session.prefill?.eraseIndividual(at: now) }
-            return []
+        let step = try await take(session)
+        var kept = false
+        _ = try await mutate(.id(sessionID)) { session, now in
+            kept = step.change(&session, now)
+            return kept ? [] : nil
         }
-        logger.info(
-            "Pre-Fill step taken",
-            metadata: ["session": .string(sessionID), "step": .string(step.route), "success": "\(success)"])
-        return answer
+        guard kept else { throw busy }
+        return step.answer
     }
 
     // MARK: - endings
 
-    /// Asks Prove for the session's result: `/v3/unify-status`, or `/v3/validate` for Pre-Fill (with
-    /// what the session keeps of its answer), answering by `until`. Nil while Prove says `pending`
-    /// (Unify only: `/v3/validate` answers at once, and only once).
-    func askProve(_ session: Session, until: Date) async throws -> (result: SessionResult, prefill: PrefillProgress?)? {
-        let deadline = deadline(for: until)
-        guard session.flow == .prefill else {
-            let status = try await prove.unifyStatus(
-                UnifyStatusRequest(correlationId: session.correlationId, clientRequestId: session.clientRequestId),
-                deadline: deadline)
-            return Outcome(proveSuccess: status.success).map { (SessionResult(status, outcome: $0), nil) }
-        }
-        let answer = try await prove.prefillValidate(
-            PrefillValidateRequest(correlationId: session.correlationId), deadline: deadline)
-        metrics.prefillStep(.validate, success: answer.success)
-        let result = SessionResult(
-            outcome: answer.success ? .verified : .failed, proveSuccess: answer.success ? "true" : "false",
-            phoneNumber: answer.phoneNumber, clientRequestId: session.clientRequestId,
-            evaluation: answer.evaluation?.mapValues { .init(result: $0.result, failureReasons: $0.failureReasons) })
-        return (result, PrefillProgress(next: answer.next, challengeMissing: answer.challengeMissing ? true : nil))
-    }
-
-    /// Records Prove's answer for `session` (as the verifier read it), and a Pre-Fill session's progress.
+    /// Records the provider's answer for `session` (as the verifier read it), and the flow's progress.
     /// Does nothing if the session already ended.
     func finish(_ session: Session, result: SessionResult, prefill: PrefillProgress? = nil) async throws {
         let sessionID = session.id
@@ -530,50 +372,11 @@ final class SessionService: Sendable {
         }
     }
 
-    /// Ends a session whose hold has passed. Does nothing before that or once it has ended.
-    ///
-    /// A session that never landed asks Prove once first (`lastQuestion`): the customer may have tapped
-    /// with the redirect lost on the way. (The sweeper runs each expiry in a task of its own.)
+    /// Ends a session whose hold has passed; does nothing before that or once it has ended. A tapped
+    /// session whose result Prove did not deliver in time (Prove unreachable, or still `pending`) ends
+    /// `failed`, with the last reason the verifier saw; an untapped one `expired`. (A session that never
+    /// landed is asked about once first: `Verifier.expire`.)
     func expire(sessionID: String) async throws {
-        if let session = try await store.session(id: sessionID), session.state == .waiting,
-            !session.verificationPending, session.isStarted, session.isPastHold(at: clock.now()),
-            lastQuestions.begin(sessionID)
-        {
-            return try await lastQuestion(session)
-        }
-        try await expireNow(sessionID: sessionID)
-    }
-
-    /// Asks `/v3/unify-status` once for a session that never landed, within `lastQuestionGrace` past its
-    /// hold: `true` ends it `verified` (a `result` with no `tapped` before it), anything else, or no
-    /// answer in time, `expired`.
-    private func lastQuestion(_ session: Session) async throws {
-        defer { lastQuestions.end(session.id) }
-        var verified = false
-        do {
-            if let answer = try await askProve(session, until: session.expiresAt + Self.lastQuestionGrace),
-                answer.result.outcome == .verified
-            {
-                try await finish(session, result: answer.result, prefill: answer.prefill)
-                verified = true
-            }
-        } catch {
-            logger.info(
-                "No answer to the last question before expiry",
-                metadata: ["session": .string(session.id), "error": "\(error)"])
-        }
-        metrics.lastQuestion(verified: verified)
-        // Should this throw, the sweeper tries again later, without asking twice.
-        if !verified { try await expireNow(sessionID: session.id) }
-        lastQuestions.forget(session.id)
-    }
-
-    /// How long past the hold the last question may take.
-    static let lastQuestionGrace: TimeInterval = 5
-
-    /// A tapped session whose result Prove did not deliver in time (Prove unreachable, or still
-    /// `pending`) ends `failed`, with the last reason the verifier saw; an untapped one `expired`.
-    private func expireNow(sessionID: String) async throws {
         let problem = verifications.lastProblem(sessionID)
         let session = try await mutate(.id(sessionID)) { session, now in
             guard !session.state.isTerminal, session.isPastHold(at: now) else { return nil }
@@ -682,16 +485,54 @@ final class SessionService: Sendable {
             }
         }
     }
-
-    /// A `ContinuousClock` deadline for Prove calls made for a session that ends at `expiresAt`.
-    func deadline(for expiresAt: Date) -> ContinuousClock.Instant {
-        let remaining = max(0, expiresAt.timeIntervalSince(clock.now()))
-        return .now + .milliseconds(Int64(remaining * 1000))
-    }
 }
 
 extension Session {
     /// Prove's flow is stored with it (or it has ended). Until then it is being made, or the last write
     /// of its create failed and is being retried (`SessionService.keepStarted`).
     var isStarted: Bool { !correlationId.isEmpty || state.isTerminal }
+}
+
+/// The flows' own steps as the API takes them: each runs through `step`, the state machine's one way to
+/// store what a provider answered after the result.
+extension SessionService {
+    /// `POST /v1/sessions/{id}/bind` (`UnifyFlow.bind`).
+    func bind(sessionID: String, tenant: String, phoneNumber: String?) async throws -> SessionResult.Binding {
+        let binding = try await step(sessionID: sessionID, tenant: tenant, busy: SessionError.bindNotAllowed) {
+            try await flows.unify.bind($0, phoneNumber: phoneNumber)
+        }
+        metrics.bound(success: binding.success)
+        logger.info("Session bound", metadata: ["session": .string(sessionID), "success": "\(binding.success)"])
+        return binding
+    }
+
+    /// `POST /v1/sessions/{id}/challenge` (`PrefillFlow.challenge`).
+    func challenge(sessionID: String, tenant: String, _ input: PrefillStepBody.Challenge) async throws
+        -> PrefillChallengeResponse
+    {
+        let answer = try await step(sessionID: sessionID, tenant: tenant, busy: Self.anotherStep) {
+            try await flows.prefill.challenge($0, input)
+        }
+        logPrefillStep(.challenge, sessionID, success: answer.success)
+        return answer
+    }
+
+    /// `POST /v1/sessions/{id}/complete` (`PrefillFlow.complete`).
+    func complete(sessionID: String, tenant: String, _ individual: PrefillIndividual) async throws
+        -> PrefillCompleteResponse
+    {
+        let answer = try await step(sessionID: sessionID, tenant: tenant, busy: Self.anotherStep) {
+            try await flows.prefill.complete($0, individual)
+        }
+        logPrefillStep(.complete, sessionID, success: answer.success)
+        return answer
+    }
+
+    private static let anotherStep = SessionError.stepNotAllowed("Another step of this session is under way.")
+
+    private func logPrefillStep(_ step: PrefillProgress.Step, _ sessionID: String, success: Bool) {
+        logger.info(
+            "Pre-Fill step taken",
+            metadata: ["session": .string(sessionID), "step": .string(step.route), "success": "\(success)"])
+    }
 }

@@ -5,103 +5,147 @@ import ProveAPI
 import ServiceLifecycle
 import Synchronization
 
-/// Asks Prove for the result of every landed session (`/v3/unify-status`, `/v3/validate` for Pre-Fill)
-/// and records it.
+/// Asks the provider for the result of every session the phone acted on (its flow's `result`:
+/// `/v3/unify-status`, `/v3/validate` for Pre-Fill) and has the state machine record it; and asks the
+/// last question of a session that never landed as its hold ends.
 ///
-/// While Prove says `pending` it asks again, never past the session's hold. At start it picks up
-/// every session that was landed but not finished before a restart.
+/// While the provider says `pending` it asks again, never past the session's hold. At start it picks up
+/// every session that was landed but not finished before a restart. It runs its queue, which the state
+/// machine fills (`SessionService` kicks it after a landing, a finish or a start without a link).
 struct Verifier: Service {
+    let queue: VerificationQueue
+    let lastQuestions: LastQuestions
+    /// Records what the provider answered: the state machine.
     let service: SessionService
+    let flows: Flows
+    let store: any SessionStore & ClusterClaims
+    let clock: any RelayClock
+    let metrics: RelayMetrics
+    let logger: Logger
     var pendingInterval: TimeInterval = 1
     var unavailableInterval: TimeInterval = 2
 
     func run() async throws {
         do {
-            for session in try await service.store.activeSessions() where session.verificationPending {
-                service.verifications.kick(session.id)
+            for session in try await store.activeSessions() where session.verificationPending {
+                queue.kick(session.id)
             }
         } catch {
-            service.logger.error("Verifier could not read pending sessions", metadata: ["error": "\(error)"])
+            logger.error("Verifier could not read pending sessions", metadata: ["error": "\(error)"])
         }
-        service.verifications.start { id in await verify(sessionID: id) }
+        queue.start { id in await verify(sessionID: id) }
         try? await gracefulShutdown()
-        await service.verifications.stop()
+        await queue.stop()
     }
 
+    /// Has `sessionID` verified: another instance gave it up, say.
+    func kick(_ sessionID: String) { queue.kick(sessionID) }
+
     func verify(sessionID: String) async {
-        var logger = service.logger
+        var logger = logger
         logger[metadataKey: "session"] = .string(sessionID)
-        // Prove's answer, kept while storing it is retried: `/v3/validate` answers only once.
-        var answered: (result: SessionResult, prefill: PrefillProgress?)?
+        // The provider's answer, kept while storing it is retried: `/v3/validate` answers only once.
+        var answered: FlowResult?
         while !Task.isCancelled {
             let session: Session
             do {
                 // With several instances, only the one that holds the session's claim gets it.
-                guard let stored = try await service.store.sessionToVerify(id: sessionID) else { return }
+                guard let stored = try await store.sessionToVerify(id: sessionID) else { return }
                 session = stored
             } catch {
                 logger.error("Verifier could not read the session", metadata: ["error": "\(error)"])
                 guard await pause(unavailableInterval, before: nil) else { return }
                 continue
             }
-            guard session.verificationPending, !session.state.isTerminal,
-                !session.isPastHold(at: service.clock.now())
+            guard session.verificationPending, !session.state.isTerminal, !session.isPastHold(at: clock.now())
             else { return }
-            // Prove's flow is not stored yet (the create's last write failed and is being retried).
+            // The provider's flow is not stored yet (the create's last write failed and is being retried).
             guard session.isStarted else {
-                service.verifications.noteProblem(sessionID, "the session's Prove flow is not stored yet")
+                queue.noteProblem(sessionID, "the session's Prove flow is not stored yet")
                 guard await pause(unavailableInterval, before: session.expiresAt) else { return }
                 continue
             }
+            let flow = flows.serving(session.flow)
             do {
-                if answered == nil { answered = try await service.askProve(session, until: session.expiresAt) }
+                if answered == nil {
+                    answered = try await flow.result(of: session, deadline: clock.deadline(for: session.expiresAt))
+                }
                 if let answered {
                     try await service.finish(session, result: answered.result, prefill: answered.prefill)
-                    service.verifications.forget(sessionID)
+                    queue.forget(sessionID)
                     return
                 }
-                service.verifications.noteProblem(sessionID, "Prove still said pending")
+                queue.noteProblem(sessionID, "Prove still said pending")
                 logger.debug("Prove says the result is pending")
                 guard await pause(pendingInterval, before: session.expiresAt) else { return }
             } catch ProveClientError.rejected(let status, let body) {
-                // Prove refused the question itself (not a retryable fault): the session cannot succeed.
-                let endpoint = session.flow == .prefill ? "validate" : "unify-status"
-                let reason = "Prove rejected \(endpoint) with \(status)" + (body?.code.map { " (code \($0))" } ?? "")
+                // The provider refused the question itself (not a retryable fault): the session cannot succeed.
+                let reason =
+                    "Prove rejected \(flow.resultQuestion) with \(status)" + (body?.code.map { " (code \($0))" } ?? "")
                 logger.warning("Verification failed", metadata: ["reason": .string(reason)])
                 let result = SessionResult(outcome: .failed, proveSuccess: nil, reason: reason)
                 try? await service.finish(session, result: result)
-                service.verifications.forget(sessionID)
+                queue.forget(sessionID)
                 return
             } catch {
-                // Prove unreachable (or the breaker open): keep asking until the hold ends; the expiry
+                // The provider unreachable (or the breaker open): keep asking until the hold ends; the expiry
                 // then ends the session `failed` with this reason.
-                service.verifications.noteProblem(sessionID, "\(error)")
+                queue.noteProblem(sessionID, "\(error)")
                 logger.warning("Verification will be retried", metadata: ["error": "\(error)"])
                 guard await pause(unavailableInterval, before: session.expiresAt) else { return }
             }
         }
     }
 
+    /// Ends a session whose hold has passed (`SessionService.expire`). A session that never landed asks
+    /// the provider once first (its flow's `lastQuestion`): the customer may have tapped with the redirect
+    /// lost on the way. (The sweeper runs each expiry in a task of its own.)
+    func expire(sessionID: String) async throws {
+        if let session = try await store.session(id: sessionID), session.state == .waiting,
+            !session.verificationPending, session.isStarted, session.isPastHold(at: clock.now()),
+            lastQuestions.begin(sessionID)
+        {
+            return try await lastQuestion(session)
+        }
+        try await service.expire(sessionID: sessionID)
+    }
+
+    /// How long past the hold the last question may take.
+    static let lastQuestionGrace: TimeInterval = 5
+
+    /// Asks once, within `lastQuestionGrace` past the hold: verified ends the session `verified` (a
+    /// `result` with no `tapped` before it); anything else, or no answer in time, `expired`.
+    private func lastQuestion(_ session: Session) async throws {
+        defer { lastQuestions.end(session.id) }
+        var verified = false
+        do {
+            if let answer = try await flows.serving(session.flow).lastQuestion(
+                session, deadline: clock.deadline(for: session.expiresAt + Self.lastQuestionGrace)),
+                answer.result.outcome == .verified
+            {
+                try await service.finish(session, result: answer.result, prefill: answer.prefill)
+                verified = true
+            }
+        } catch {
+            logger.info(
+                "No answer to the last question before expiry",
+                metadata: ["session": .string(session.id), "error": "\(error)"])
+        }
+        metrics.lastQuestion(verified: verified)
+        // Should this throw, the sweeper tries again later, without asking twice.
+        if !verified { try await service.expire(sessionID: session.id) }
+        lastQuestions.forget(session.id)
+    }
+
     /// Waits `interval` on the relay's clock. False when cancelled or when that would pass `deadline`.
     private func pause(_ interval: TimeInterval, before deadline: Date?) async -> Bool {
-        let wake = service.clock.now().addingTimeInterval(interval)
+        let wake = clock.now().addingTimeInterval(interval)
         if let deadline, wake >= deadline { return false }
         do {
-            try await service.clock.sleep(until: wake)
+            try await clock.sleep(until: wake)
             return true
         } catch {
             return false
         }
-    }
-}
-
-extension SessionResult {
-    init(_ status: UnifyStatusResponse, outcome: Outcome) {
-        self.init(
-            outcome: outcome, proveSuccess: status.success, phoneNumber: status.phoneNumber, proveId: status.proveId,
-            deviceId: status.deviceId, clientHumanId: status.clientHumanId, clientRequestId: status.clientRequestId,
-            evaluation: status.evaluation?.mapValues {
-                Evaluation(result: $0.result, failureReasons: $0.failureReasons)
-            })
     }
 }

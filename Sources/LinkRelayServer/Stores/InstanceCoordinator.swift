@@ -10,23 +10,25 @@ import ServiceLifecycle
 /// taken over at once.
 struct InstanceCoordinator: Service {
     let store: PostgresSessionStore
-    let service: SessionService
+    let verifier: Verifier
+    let clock: any RelayClock
+    let logger: Logger
 
     func run() async throws {
         try? await cancelWhenGracefulShutdown {
             while true {
                 do {
                     try await store.heartbeat()
-                    for id in try await store.orphanedVerifications() { service.verifications.kick(id) }
+                    for id in try await store.orphanedVerifications() { verifier.kick(id) }
                     for id in try await store.overdueSessions(grace: PostgresSessionStore.presumedGone) {
-                        try await service.expire(sessionID: id)
+                        try await verifier.expire(sessionID: id)
                     }
                 } catch {
-                    service.logger.warning(
+                    logger.warning(
                         "Could not take over the work of gone instances", metadata: ["error": "\(error)"])
                 }
-                let next = service.clock.now().addingTimeInterval(Double(PostgresSessionStore.heartbeat))
-                try await service.clock.sleep(until: next)
+                let next = clock.now().addingTimeInterval(Double(PostgresSessionStore.heartbeat))
+                try await clock.sleep(until: next)
             }
         }
         try? await store.leave()
