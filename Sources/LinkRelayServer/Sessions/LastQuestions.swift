@@ -1,6 +1,6 @@
 import LinkRelaySupport
 
-/// The sessions whose last question to Prove (`SessionService.expire`) is asked or in flight. Each is
+/// The sessions whose last question to Prove (`Verifier.expire`) is asked or in flight. Each is
 /// asked once, however often the sweeper comes back to it; and at most `maximum` are in flight at
 /// once, so that a wave of expiries while Prove is slow cannot pile up calls: past it, sessions expire
 /// without asking.
