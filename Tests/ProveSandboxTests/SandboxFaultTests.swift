@@ -508,6 +508,24 @@ import Testing
         #expect(await sandbox.tokensIssued == 0)
     }
 
+    /// SIGTERM's graceful shutdown waits for requests in progress: a hang must not hold it for its 600 s.
+    @Test func aShutdownDropsTheHeldRequest() async throws {
+        let sandbox = ProveSandbox(publicBaseURL: publicBase)
+        try await sandbox.setFault(.hang, for: .token)
+        let held = try await Self.server(sandbox).serving { port in
+            let held = Task { await Self.send(Self.tokenRequest, port: port, deadline: .seconds(50)) }
+            #expect(await Self.hangCounts(of: sandbox) { $0.started == 1 })
+            return held
+        }
+        switch await held.value {
+        case .response(let response): Issue.record("hung request got a response: \(response.status)")
+        case .noAnswer: Issue.record("hung request was not dropped")
+        case .connectionError: break
+        }
+        #expect(await sandbox.hangingRequests == 0)
+        #expect(await sandbox.tokensIssued == 0)
+    }
+
     @Test func errorAndRetryAfterOverTheWire() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await sandbox.setFault(.rateLimited(retryAfter: 3), for: .token)
