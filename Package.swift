@@ -11,7 +11,6 @@ let package = Package(
         .library(name: "LinkRelayCore", targets: ["LinkRelayCore"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
@@ -48,10 +47,7 @@ let package = Package(
             name: "ProveSandbox",
             dependencies: [
                 "ProveAPI",
-                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -95,7 +91,11 @@ let package = Package(
         // What two or more test targets use: a manual clock, a log capture.
         .target(
             name: "LinkRelayTestSupport",
-            dependencies: ["LinkRelayCore", "LinkRelaySupport", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "LinkRelayCore", "LinkRelaySupport", .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             path: "Tests/LinkRelayTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -114,12 +114,13 @@ let package = Package(
             dependencies: [
                 "ProveAPI",
                 "ProveSandbox",
+                "LinkRelayServer",
                 "LinkRelaySupport",
                 "LinkRelayTestSupport",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -128,11 +129,13 @@ let package = Package(
             dependencies: [
                 "ProveSandbox",
                 "ProveAPI",
+                "LinkRelayServer",
                 "LinkRelaySupport",
                 "LinkRelayTestSupport",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -147,8 +150,6 @@ let package = Package(
                 "ProveSandbox",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "WSClient", package: "swift-websocket"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

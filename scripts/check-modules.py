@@ -25,7 +25,7 @@ SYSTEM = {"Foundation", "FoundationEssentials", "FoundationXML", "Dispatch", "Gl
           "Synchronization", "Testing", "XCTest", "_Concurrency", "os"}
 
 # Modules a declared product brings in under another name: module -> product that provides it.
-# (NIOEmbedded, NIOPosix, HummingbirdTesting, ... are products of their own and need no entry.)
+# (NIOEmbedded, NIOPosix, WSClient, ... are products of their own and need no entry.)
 PROVIDED_BY = {
     # sqlite-nio's SQLiteNIO product depends on its C target; the relay's SQLite writer uses the C API.
     "VaporCSQLite": "SQLiteNIO",

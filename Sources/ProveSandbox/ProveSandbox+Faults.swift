@@ -1,21 +1,21 @@
 import Foundation
-import Hummingbird
-import NIOCore
-import ServiceLifecycle
 
-/// Faults, hung requests and who watches them, as a ``ProveSandbox`` keeps them.
+/// Faults, held requests and who watches them, as a ``ProveSandbox`` keeps them.
 struct SandboxFaultState: Sendable {
-    struct Hang: Sendable {
-        /// The key of the fault that made the request hang.
-        var key: String
-        /// Finishing it ends the hang.
+    /// A request the sandbox holds: a fault's latency, or a `hang`.
+    struct Held: Sendable {
+        /// The key of the fault whose `hang` holds the request; nil for a latency.
+        var hang: String?
+        /// Finishing it ends the wait.
         var release: AsyncStream<Void>.Continuation
     }
 
     var table = SandboxFaultTable()
-    var hangs: [UUID: Hang] = [:]
+    var held: [UUID: Held] = [:]
     var hangCounts = HangCounts()
     var observers: [UUID: AsyncStream<HangCounts>.Continuation] = [:]
+    /// ``ProveSandbox/shutDown()`` was called: nothing is held any more.
+    var shutDown = false
 }
 
 /// How many requests a `hang` fault has held since the sandbox started, and how many of them ended.
@@ -32,7 +32,7 @@ extension ProveSandbox {
     /// holds in a hang are dropped.
     public func setFault(_ fault: SandboxFault, for endpoint: SandboxEndpoint) throws(SandboxFaultError) {
         try faultState.table.set(fault, for: endpoint)
-        releaseHangs { $0.key == endpoint.rawValue }
+        releaseHangs { $0 == endpoint.rawValue }
     }
 
     /// Sets the fault of the endpoint named `endpoint` ("token", "unify", "unify-status", "unify-bind", "start",
@@ -44,7 +44,7 @@ extension ProveSandbox {
     /// Clears the fault of `endpoint` (`.all`: only the `*` fault) and drops the requests it holds in a hang.
     public func clearFault(for endpoint: SandboxEndpoint) {
         faultState.table.clear(endpoint)
-        releaseHangs { $0.key == endpoint.rawValue }
+        releaseHangs { $0 == endpoint.rawValue }
     }
 
     /// Clears every fault and drops every request held in a hang.
@@ -57,12 +57,19 @@ extension ProveSandbox {
     public var faults: [String: SandboxFault] { faultState.table.faults }
 
     /// How many requests a `hang` fault holds now.
-    public var hangingRequests: Int { faultState.hangs.count }
+    public var hangingRequests: Int { faultState.held.values.count { $0.hang != nil } }
 
     /// Ends every hang now (their connections are closed without a response); the faults stay set.
-    /// A graceful shutdown of the server ends them by itself.
     public func releaseHangs() {
         releaseHangs { _ in true }
+    }
+
+    /// The server that serves the sandbox is shutting down, and waits for the requests in progress: every
+    /// hang ends now (its connection is dropped), every latency is cut short (its request answered at
+    /// once), and from now on no fault holds a request.
+    public func shutDown() {
+        faultState.shutDown = true
+        for held in faultState.held.values { held.release.finish() }
     }
 
     /// Parses a fault spec of a command-line flag: `ENDPOINT:ITEM[,ITEM...]`, e.g. `unify-status:error=1,status=503`,
@@ -93,16 +100,20 @@ extension ProveSandbox {
         return decision
     }
 
-    func beginHang(key: String, release: AsyncStream<Void>.Continuation) -> UUID {
+    /// Records a request held by a latency or (with `hang`, its fault's key) a hang; nil after ``shutDown()``.
+    func beginHold(hang key: String?, release: AsyncStream<Void>.Continuation) -> UUID? {
+        guard !faultState.shutDown else { return nil }
         let id = UUID()
-        faultState.hangs[id] = .init(key: key, release: release)
-        faultState.hangCounts.started += 1
-        publishHangCounts()
+        faultState.held[id] = .init(hang: key, release: release)
+        if key != nil {
+            faultState.hangCounts.started += 1
+            publishHangCounts()
+        }
         return id
     }
 
-    func endHang(_ id: UUID) {
-        faultState.hangs[id] = nil
+    func endHold(_ id: UUID) {
+        guard let held = faultState.held.removeValue(forKey: id), held.hang != nil else { return }
         faultState.hangCounts.ended += 1
         publishHangCounts()
     }
@@ -127,8 +138,10 @@ extension ProveSandbox {
         for observer in faultState.observers.values { observer.yield(faultState.hangCounts) }
     }
 
-    private func releaseHangs(where matches: (SandboxFaultState.Hang) -> Bool) {
-        for hang in faultState.hangs.values where matches(hang) { hang.release.finish() }
+    private func releaseHangs(where matches: (String) -> Bool) {
+        for held in faultState.held.values {
+            if let key = held.hang, matches(key) { held.release.finish() }
+        }
     }
 }
 
@@ -136,15 +149,10 @@ extension ProveSandbox {
 
 extension ProveSandbox {
     /// Applies the fault of `endpoint`, if any: waits its latency, then returns the faulted response, or `nil`
-    /// to answer normally. A `hang` is held through `hold` (see `respond`).
-    nonisolated func faulted(
-        _ endpoint: SandboxEndpoint, hold: (@Sendable () async -> Void) async -> Void
-    ) async -> SandboxResponse? {
+    /// to answer normally. A `hang` holds the request (see ``hold(_:hang:)``), then drops its connection.
+    nonisolated func faulted(_ endpoint: SandboxEndpoint) async -> SandboxResponse? {
         guard let decision = await faultDecision(for: endpoint) else { return nil }
-        if let latency = decision.latency {
-            // Cut short when the server shuts down (it waits for requests in progress): then answer at once.
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: latency) }
-        }
+        if let latency = decision.latency { await hold(latency, hang: nil) }
         switch decision.failure {
         case nil:
             return nil
@@ -155,54 +163,24 @@ extension ProveSandbox {
         case .drop:
             return .dropConnection
         case .hang:
-            let key = decision.key
-            await hold { await self.hang(key: key) }
+            await hold(Self.maxHang, hang: decision.key)
             return .dropConnection
         }
     }
 
-    /// Holds a request without answering until its task is cancelled (the server's way to say the client
-    /// left), the server shuts down gracefully, the fault is cleared or replaced (or ``releaseHangs()``),
-    /// or ``maxHang`` passes.
-    ///
-    /// A graceful shutdown waits for requests in progress, and so for a hang; Hummingbird's connection tasks
-    /// inherit the service group's graceful-shutdown handler, so the hang ends when the shutdown begins.
-    private nonisolated func hang(key: String) async {
+    /// Waits `duration` (a latency, or a hang of the fault `key`), cut short when the task is cancelled
+    /// (the server's way to say the client left) or by ``shutDown()``; a hang also by a change of its fault
+    /// or ``releaseHangs()``. After ``shutDown()`` nothing waits.
+    private nonisolated func hold(_ duration: Duration, hang key: String?) async {
         let (released, release) = AsyncStream<Void>.makeStream()
-        let id = await beginHang(key: key, release: release)
-        await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { try? await Task.sleep(for: Self.maxHang) }
-                group.addTask { for await _ in released {} }
-                await group.next()
-                group.cancelAll()
-            }
-        } onGracefulShutdown: {
-            release.finish()
+        guard let id = await beginHold(hang: key, release: release) else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(for: duration) }
+            group.addTask { for await _ in released {} }
+            await group.next()
+            group.cancelAll()
         }
-        await endHang(id)
-    }
-
-    /// A response that is never sent: the connection closes instead. When the context hands over its
-    /// connection (``ConnectionRequestContext``, as the standalone sandbox's does), the
-    /// connection is closed outright, before anything is written. Otherwise this cancels the task that
-    /// serves the connection: Hummingbird then closes the channel's input, and the response's first
-    /// write fails with `CancellationError` (NIO's async writer refuses writes from a cancelled task).
-    /// That way is racy: NIO's HTTP error handler may answer the half-closed connection with a 400
-    /// first. Should the task not be the connection's (a middleware running the handler in a child
-    /// task, or the router test framework), the body below throws after the head: the client gets a
-    /// head and a connection closed mid-body, or, in the router test framework, an error from `execute`.
-    static func droppedConnection(_ context: some RequestContext) -> Response {
-        if let connection = (context as? any ConnectionRequestContext)?.connection {
-            connection.close(promise: nil)
-        } else {
-            withUnsafeCurrentTask { $0?.cancel() }
-        }
-        return Response(
-            status: .badGateway,
-            headers: [.connection: "close"],
-            body: ResponseBody { _ in throw SandboxConnectionDropped() }
-        )
+        await endHold(id)
     }
 
     /// `PUT /sandbox/faults/{endpoint}`: the body is a JSON ``SandboxFault`` (it starts with `{`) or spec items
@@ -249,14 +227,6 @@ extension ProveSandbox {
     }
 }
 
-/// Thrown by the body of a dropped connection's response, so that nothing more is written.
-struct SandboxConnectionDropped: Error {}
-
-/// A request context that hands the sandbox its connection, so that a dropped-connection fault can close it.
-public protocol ConnectionRequestContext: RequestContext {
-    var connection: any Channel { get }
-}
-
 extension SandboxReply {
     static let noContent = SandboxReply(status: 204, contentType: nil, body: [])
 
@@ -271,7 +241,10 @@ extension SandboxReply {
         switch status {
         case 429: message = "rate limit exceeded"
         case 500: message = "internal error"
-        default: message = HTTPResponse.Status(code: status).reasonPhrase.lowercased()
+        case 502: message = "bad gateway"
+        case 503: message = "service unavailable"
+        case 504: message = "gateway timeout"
+        default: message = status < 500 ? "client error" : "server error"
         }
         var reply = error(status, 8000, message + " (sandbox fault)")
         reply.retryAfter = retryAfter

@@ -34,8 +34,8 @@ public struct SandboxFault: Sendable, Equatable, Codable, CustomStringConvertibl
     public var status: Int?
     /// Seconds for the `Retry-After` header of the error answer; alone it means status 429.
     public var retryAfter: Int?
-    /// Failing requests are never answered: the handler waits until the client disconnects (see ``ProveSandbox``
-    /// for how and how long), then closes the connection without a response.
+    /// Failing requests are never answered: `respond` waits until the client disconnects, the fault changes or
+    /// the server shuts down (at most ``ProveSandbox/maxHang``), then the connection closes without a response.
     public var hang: Bool
     /// Failing requests get 200 with `Content-Type: application/json` and a truncated JSON object.
     public var malformed: Bool

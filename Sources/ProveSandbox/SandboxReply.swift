@@ -1,9 +1,7 @@
 import Foundation
-import Hummingbird
-import NIOCore
 import ProveAPI
 
-/// An HTTP reply of the simulator, independent of the web framework.
+/// An HTTP reply of the simulator, independent of the server that writes it.
 public struct SandboxReply: Sendable {
     public var status: Int
     public var contentType: String?
@@ -11,6 +9,16 @@ public struct SandboxReply: Sendable {
     public var location: String?
     /// Seconds for a `Retry-After` header.
     public var retryAfter: Int? = nil
+
+    /// The reply's headers as a server writes them (it adds its own, and `Content-Length`): no reply is
+    /// cached.
+    public var headers: [(name: String, value: String)] {
+        var headers = [(name: "Cache-Control", value: "no-store")]
+        if let contentType { headers.append((name: "Content-Type", value: contentType)) }
+        if let location { headers.append((name: "Location", value: location)) }
+        if let retryAfter { headers.append((name: "Retry-After", value: String(retryAfter))) }
+        return headers
+    }
 
     static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
@@ -34,20 +42,6 @@ public struct SandboxReply: Sendable {
 
     static func redirect(_ location: String) -> SandboxReply {
         .init(status: 302, contentType: nil, body: [], location: location)
-    }
-
-    var response: Response {
-        var headers = HTTPFields()
-        if let contentType { headers[.contentType] = contentType }
-        if let location { headers[.location] = location }
-        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
-        headers[.cacheControl] = "no-store"
-        headers[.contentLength] = String(body.count)
-        return Response(
-            status: HTTPResponse.Status(code: status),
-            headers: headers,
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body))
-        )
     }
 }
 

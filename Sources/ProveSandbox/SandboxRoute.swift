@@ -7,8 +7,8 @@ public enum SandboxResponse: Sendable {
     case dropConnection
 }
 
-/// The simulator's routes, one table for every server that mounts it (the standalone one's Hummingbird
-/// router, the relay's front door).
+/// The simulator's routes, one table for every server that mounts it (the relay's front door, in the relay
+/// with `--prove sandbox` and alone as `linkrelay sandbox`).
 enum SandboxRoute: Sendable, Equatable {
     /// `POST /sandbox/prove/token`
     case token
@@ -68,23 +68,24 @@ extension ProveSandbox {
     /// Answers one request to `/sandbox/…`, as any server hands it over; nil when no route of the simulator
     /// has this method and path.
     ///
+    /// The server carries out what the answer asks: `.dropConnection` closes the connection without a
+    /// response. A `hang` fault waits here until the request is released or its task is cancelled: the
+    /// server cancels it when the client leaves.
+    ///
     /// - Parameters:
     ///   - query: the query string as sent (still percent-encoded).
-    ///   - body: reads the request's body: nil when it is 4 KB or larger. Read only when no fault answers first.
-    ///   - hold: holds a request that a `hang` fault never answers, by running its argument, cut short when the
-    ///     client leaves; the connection is then dropped.
+    ///   - body: the request's body; nil when it is 4 KB or larger (``maxBodyBytes``).
     public nonisolated func respond(
-        method: String, path: String, query: String?, authorization: String?,
-        body: () async -> [UInt8]?, hold: (@Sendable () async -> Void) async -> Void
+        method: String, path: String, query: String?, authorization: String?, body: [UInt8]?
     ) async -> SandboxResponse? {
         guard let route = SandboxRoute(method: method, path: path) else { return nil }
-        if let endpoint = route.faultEndpoint, let faulted = await faulted(endpoint, hold: hold) { return faulted }
+        if let endpoint = route.faultEndpoint, let faulted = await faulted(endpoint) { return faulted }
         let fields = query.map { Self.parseForm($0) } ?? [:]
         switch route {
         case .token:
-            return .reply(await token(form: await body()))
+            return .reply(await token(form: body))
         case .api(let endpoint):
-            return .reply(await handle(endpoint, authorization: authorization, body: await body()))
+            return .reply(await handle(endpoint, authorization: authorization, body: body))
         case .outbox:
             // A `+` in a query string reads as a space.
             let phone = fields["phoneNumber"]?.replacingOccurrences(of: " ", with: "+")
@@ -95,16 +96,21 @@ extension ProveSandbox {
         case .resend:
             return .reply(await resend(phoneNumber: fields["phoneNumber"]?.replacingOccurrences(of: " ", with: "+")))
         case .changeNumber:
-            return .reply(await changeNumber(body: await body()))
+            return .reply(await changeNumber(body: body))
         case .faults:
             return .reply(await faultListReply())
         case .setFault(let endpoint):
-            return .reply(await putFaultReply(endpoint: endpoint, body: await body()))
+            return .reply(await putFaultReply(endpoint: endpoint, body: body))
         case .clearFault(let endpoint):
             return .reply(await deleteFaultReply(endpoint: endpoint))
         case .clearFaults:
             await clearFaults()
             return .reply(.noContent)
         }
+    }
+
+    /// `http://HOST:PORT` (IPv6 hosts in brackets): where a standalone sandbox is reached.
+    public static func localBaseURL(host: String, port: Int) -> String {
+        "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
     }
 }

@@ -31,6 +31,6 @@ struct Sandbox: AsyncParsableCommand {
         let sandbox = ProveSandbox(publicBaseURL: publicURL ?? ProveSandbox.localBaseURL(host: host, port: port))
         for (endpoint, fault) in faults { try await sandbox.setFault(fault, for: endpoint) }
         defer { LogOutput.standardError.flush() }
-        try await buildSandboxApplication(sandbox: sandbox, host: host, port: port, logger: logger).runService()
+        try await SandboxServer(sandbox: sandbox, host: host, port: port, logger: logger).run()
     }
 }

@@ -1,8 +1,7 @@
 import Foundation
-import Hummingbird
-import HummingbirdTesting
-import Logging
+import LinkRelayTestSupport
 import NIOCore
+import NIOHTTP1
 import Testing
 
 /// A webhook receiver on loopback: answers each POST with the next step of its script (204 once the
@@ -66,46 +65,42 @@ actor WebhookReceiver {
 
     /// Serves at `http://127.0.0.1:PORT/hook` for the duration of `body`.
     func serve<T: Sendable>(_ body: @escaping @Sendable (String) async throws -> T) async throws -> T {
-        let router = Router()
-        router.post("/hook") { request, _ -> Response in
+        let answer: TestHTTPServer.Handler = { request in
+            guard request.method == .POST else { return .init(status: .notFound) }
+            if request.path == "/elsewhere" {
+                Issue.record("a redirect was followed")
+                return .init(status: .noContent)
+            }
+            guard request.path == "/hook" else { return .init(status: .notFound) }
             var headers: [String: String] = [:]
-            for field in request.headers { headers[field.name.canonicalName] = field.value }
-            let bytes = try await request.body.collect(upTo: 1 << 20)
-            switch await self.take(Received(headers: headers, body: String(buffer: bytes))) {
+            for (name, value) in request.headers { headers[name.lowercased()] = value }
+            switch await self.take(Received(headers: headers, body: String(buffer: request.body))) {
             case .status(let code, let location):
-                var fields = HTTPFields()
-                if let location { fields[.location] = location }
-                return Response(status: .init(code: code), headers: fields)
+                var fields = HTTPHeaders()
+                if let location { fields.add(name: "Location", value: location) }
+                return .init(status: HTTPResponseStatus(statusCode: code), headers: fields)
             case .hang:
                 await self.hang()
-                return Response(status: .serviceUnavailable)
+                return .init(status: .serviceUnavailable)
             case .drip:
-                return Response(
+                return .init(
                     status: .ok,
-                    body: ResponseBody { writer in
+                    body: .stream { writer in
                         for _ in 0..<1200 {
                             try await writer.write(ByteBuffer(string: "."))
                             try await Task.sleep(for: .milliseconds(50))
                         }
-                        try await writer.finish(nil)
                     })
             case .huge(let megabytes):
                 let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: 1 << 20)
-                return Response(
+                return .init(
                     status: .ok,
-                    body: ResponseBody { writer in
+                    body: .stream { writer in
                         for _ in 0..<megabytes { try await writer.write(chunk) }
-                        try await writer.finish(nil)
                     })
             }
         }
-        router.post("/elsewhere") { _, _ -> Response in
-            Issue.record("a redirect was followed")
-            return Response(status: .noContent)
-        }
-        let app = Application(router: router, logger: Logger(label: "receiver") { _ in SwiftLogNoOpLogHandler() })
-        return try await app.test(.live) { client in
-            let port = try #require(client.port)
+        return try await TestHTTPServer.serve(answer) { port in
             defer { Task { await self.stop() } }
             return try await body("http://127.0.0.1:\(port)/hook")
         }

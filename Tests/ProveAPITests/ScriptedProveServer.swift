@@ -1,7 +1,7 @@
 import Foundation
-import Hummingbird
-import HummingbirdTesting
-import Logging
+import LinkRelayTestSupport
+import NIOCore
+import NIOHTTP1
 import Testing
 
 /// A tiny scripted stand-in for a faulty Prove: `/token` always works; each `/v3/*` request takes the next
@@ -59,36 +59,31 @@ actor ScriptedProve {
 
     /// Serves the script live; `body` gets the base URL. Hanging requests are released before shutdown.
     func serve<T: Sendable>(_ body: @escaping @Sendable (String) async throws -> T) async throws -> T {
-        let router = Router()
-        router.post("/token") { _, _ -> Response in
-            let n = await self.tokenRequested()
-            return Self.response(200, nil, #"{"access_token":"eyJtoken\#(n)","token_type":"Bearer","expires_in":3600}"#)
-        }
-        for path in ["/v3/unify", "/v3/unify-status", "/v3/unify-bind"] + Self.okPrefillBodies.keys.sorted() {
-            router.post(RouterPath(path)) { _, _ -> Response in
-                switch await self.nextStep(path: path) {
-                case .respond(let status, let retryAfter, let body):
-                    return Self.response(status, retryAfter, body)
-                case .hang:
-                    await self.waitForRelease()
-                    return Self.response(503, nil, "")
-                case .hangInBody:
-                    return Response(
-                        status: .ok, headers: [.contentType: "application/json"],
-                        body: ResponseBody { writer in
-                            try await writer.write(ByteBuffer(string: #"{"success":"#))
-                            await self.waitForRelease()
-                            try await writer.finish(nil)
-                        })
-                }
+        let paths = Set(["/v3/unify", "/v3/unify-status", "/v3/unify-bind"] + Self.okPrefillBodies.keys)
+        let answer: TestHTTPServer.Handler = { request in
+            guard request.method == .POST else { return .init(status: .notFound) }
+            if request.path == "/token" {
+                let n = await self.tokenRequested()
+                return Self.response(
+                    200, nil, #"{"access_token":"eyJtoken\#(n)","token_type":"Bearer","expires_in":3600}"#)
+            }
+            guard paths.contains(request.path) else { return .init(status: .notFound) }
+            switch await self.nextStep(path: request.path) {
+            case .respond(let status, let retryAfter, let body):
+                return Self.response(status, retryAfter, body)
+            case .hang:
+                await self.waitForRelease()
+                return Self.response(503, nil, "")
+            case .hangInBody:
+                return .init(
+                    status: .ok, headers: ["Content-Type": "application/json"],
+                    body: .stream { writer in
+                        try await writer.write(ByteBuffer(string: #"{"success":"#))
+                        await self.waitForRelease()
+                    })
             }
         }
-        let app = Application(
-            router: router,
-            logger: Logger(label: "scripted", factory: { _ in SwiftLogNoOpLogHandler() })
-        )
-        return try await app.test(.live) { client in
-            let port = try #require(client.port)
+        return try await TestHTTPServer.serve(answer) { port in
             do {
                 let result = try await body("http://127.0.0.1:\(port)")
                 await self.release()
@@ -100,14 +95,13 @@ actor ScriptedProve {
         }
     }
 
-    static func response(_ status: Int, _ retryAfter: String?, _ body: String) -> Response {
-        var fields = HTTPFields()
-        if let retryAfter { fields[.retryAfter] = retryAfter }
-        if !body.isEmpty { fields[.contentType] = body.hasPrefix("{") ? "application/json" : "text/html" }
-        return Response(
-            status: HTTPResponse.Status(code: status),
-            headers: fields,
-            body: ResponseBody(byteBuffer: ByteBuffer(string: body))
-        )
+    static func response(_ status: Int, _ retryAfter: String?, _ body: String) -> TestHTTPServer.Response {
+        var headers = HTTPHeaders()
+        if let retryAfter { headers.add(name: "Retry-After", value: retryAfter) }
+        if !body.isEmpty {
+            headers.add(name: "Content-Type", value: body.hasPrefix("{") ? "application/json" : "text/html")
+        }
+        return .init(
+            status: HTTPResponseStatus(statusCode: status), headers: headers, body: .bytes(ByteBuffer(string: body)))
     }
 }

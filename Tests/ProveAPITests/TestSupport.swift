@@ -1,7 +1,6 @@
 import AsyncHTTPClient
 import Foundation
-import Hummingbird
-import HummingbirdTesting
+import LinkRelayServer
 import LinkRelaySupport
 import LinkRelayTestSupport
 import Logging
@@ -48,18 +47,16 @@ func withHTTPClient<T>(_ body: (HTTPClient) async throws -> T) async throws -> T
     }
 }
 
-/// Serves `sandbox` live on an ephemeral port; `body` gets the base URL of its Prove API.
+/// Serves `sandbox` live on an ephemeral port, as `linkrelay sandbox` does; `body` gets the base URL of its
+/// Prove API.
 func withLiveSandbox<T: Sendable>(
     _ sandbox: ProveSandbox,
     _ body: @escaping @Sendable (String) async throws -> T
 ) async throws -> T {
-    let router = Router()
-    sandbox.addRoutes(to: router)
-    let app = Application(router: router, logger: Logger(label: "sandbox", factory: { _ in SwiftLogNoOpLogHandler() }))
-    return try await app.test(.live) { client in
-        let port = try #require(client.port)
-        return try await body("http://127.0.0.1:\(port)/sandbox/prove")
-    }
+    let server = SandboxServer(
+        sandbox: sandbox, host: "127.0.0.1", port: 0,
+        logger: Logger(label: "sandbox", factory: { _ in SwiftLogNoOpLogHandler() }))
+    return try await server.serving { port in try await body("http://127.0.0.1:\(port)/sandbox/prove") }
 }
 
 let sandboxCredentials = ProveCredentials(clientID: ProveSandbox.clientID, clientSecret: ProveSandbox.clientSecret)

@@ -1,8 +1,7 @@
 import Foundation
-import Hummingbird
-import HummingbirdTesting
 import LinkRelayTestSupport
 import Logging
+import NIOHTTP1
 import ProveAPI
 import Testing
 
@@ -42,7 +41,7 @@ struct PrefillUserCase: Sendable, CustomStringConvertible {
     static let tapUsers = [marcia, nevin, agretha]
 }
 
-extension TestClientProtocol {
+extension SandboxTestClient {
     func prefillStart(
         token: String, phone: String, flowType: String = "desktop", dob: String? = nil, ssn: String? = nil,
         target: String? = "https://relay.example/prefill/done"
@@ -71,7 +70,7 @@ extension TestClientProtocol {
     }
 }
 
-func expectError(_ response: TestResponse, _ status: HTTPResponse.Status, _ code: Int) throws {
+func expectError(_ response: TestResponse, _ status: HTTPResponseStatus, _ code: Int) throws {
     #expect(response.status == status)
     #expect(try decode(ProveErrorBody.self, response).code == code)
 }
@@ -82,7 +81,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
     @Test(arguments: PrefillUserCase.all)
     func eachUserPassesEveryStepAfterTheTap(_ user: PrefillUserCase) async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let start = try await client.prefillStart(token: token, phone: user.phone)
             #expect(start.next == ["v3-validate": "/v3/validate"])
@@ -124,7 +124,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
     @Test(arguments: PrefillUserCase.tapUsers)
     func validateBeforeTheTapFailsAndEndsTheFlow(_ user: PrefillUserCase) async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let start = try await client.prefillStart(token: token, phone: user.phone, dob: user.individual.dob)
             let validate = try decode(
@@ -144,7 +145,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
 
     @Test func theShortTermUserPassesWithoutATap() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let start = try await client.prefillStart(token: token, phone: "+12001001695", dob: "1981-01-17")
             let validate = try decode(
@@ -165,7 +167,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
 
     @Test func aDeclinedTapFailsValidate() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let start = try await client.prefillStart(token: token, phone: "2001001688")
             let link = try #require(try await client.outbox("2001001688").first?.link)
@@ -180,7 +183,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
 
     @Test func aMobileFlowSendsNoLinkAndNeedsTheClientSDK() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let start = try await client.prefillStart(
                 token: token, phone: "2001001687", flowType: "mobile", target: nil)
@@ -196,7 +200,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
     ])
     func everyChallengeFormMatches(_ field: String, _ value: String) async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let start = try await client.prefillStart(token: token, phone: "2001001693")
             _ = try await client.open(try #require(try await client.outbox("2001001693").first?.link))
@@ -209,7 +214,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
 
     @Test func aWrongChallengeFailsAndEndsTheFlow() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let start = try await client.prefillStart(token: token, phone: "2001001695")
             #expect(try await client.prefillValidate(token: token, start.correlationId).status == .ok)
@@ -225,7 +231,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
 
     @Test func completeWithAnotherPersonIsNotVerified() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let start = try await client.prefillStart(token: token, phone: "2001001695", ssn: "0596")
             #expect(try await client.prefillValidate(token: token, start.correlationId).status == .ok)
@@ -245,7 +252,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
 @Suite(.timeLimit(.minutes(1))) struct PrefillOrderAndInputTests {
     @Test func stepsOutOfOrderAndRepeatsAnswer8003() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let milo = PrefillUserCase.milo.individual
             let id = try await client.prefillStart(token: token, phone: "2001001695").correlationId
@@ -270,7 +278,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
 
     @Test func challengeMissingAndAChallengeWithoutDobOrSSN() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let id = try await client.prefillStart(token: token, phone: "2001001695").correlationId
             #expect(
@@ -297,7 +306,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
     ])
     func malformedStartIs8001AndSendsNothing(_ json: String) async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             try expectError(try await client.post("start", token: token, json: json), .badRequest, 8001)
             #expect(try await client.outbox("2001001695").isEmpty)
@@ -306,7 +316,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
 
     @Test func malformedChallengeAndCompleteAre8001AndTakeNoStep() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let id = try await client.prefillStart(token: token, phone: "2001001695").correlationId
             #expect(try await client.prefillValidate(token: token, id).status == .ok)
@@ -325,7 +336,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
 
     @Test func unknownUsersCorrelationIdsAndTokens() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let unknown = try await client.post(
                 "start", token: token, body: PrefillStartRequest(flowType: "mobile", phoneNumber: "2001004014"))
@@ -342,7 +354,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
     @Test func theFlowExpiresFifteenMinutesAfterStart() async throws {
         let clock = TestDateClock()
         let sandbox = ProveSandbox(publicBaseURL: publicBase, tokenLifetime: 7200, now: clock.now)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let live = try await client.prefillStart(token: token, phone: "2001001693").correlationId
             let expiring = try await client.prefillStart(token: token, phone: "2001001693").correlationId
@@ -360,7 +373,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
 
     @Test func theLinkCarriesTheSMSTextAndAnyQueryOfTheTarget() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             _ = try decode(
                 PrefillStartResponse.self,
@@ -381,7 +395,8 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
     @Test(arguments: ["start", "validate", "challenge", "complete"])
     func aFaultAnswersInsteadAndTakesNoStep(_ endpoint: String) async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let id = try await client.prefillStart(token: token, phone: "2001001695").correlationId
             let steps: [(String, () async throws -> TestResponse)] = [

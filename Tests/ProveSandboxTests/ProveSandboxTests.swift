@@ -1,7 +1,7 @@
 import Foundation
-import Hummingbird
-import HummingbirdTesting
+import LinkRelayServer
 import LinkRelaySupport
+import LinkRelayTestSupport
 import Logging
 import ProveAPI
 import Testing
@@ -11,7 +11,8 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct TokenEndpointTests {
     @Test func goodCredentialsGetABearerToken() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase, tokenLifetime: 1800)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let response = try await client.requestToken()
             #expect(response.status == .ok)
             let body = try decode(ProveTokenResponse.self, response)
@@ -24,7 +25,8 @@ import Testing
 
     @Test func badSecretIs401() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let response = try await client.requestToken(secret: "wrong")
             #expect(response.status == .unauthorized)
             #expect(try decode(ProveErrorBody.self, response) == ProveErrorBody(code: 8002, message: "not authorized"))
@@ -36,7 +38,8 @@ import Testing
 
     @Test func apiCallsNeedAValidToken() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let body = UnifyStatusRequest(correlationId: "x")
             let missing = try await client.post("unify-status", token: nil, body: body)
             #expect(missing.status == .unauthorized)
@@ -55,7 +58,8 @@ import Testing
     @Test func expiredTokensAreRejected() async throws {
         let clock = TestDateClock()
         let sandbox = ProveSandbox(publicBaseURL: publicBase, tokenLifetime: 60, now: clock.now)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let body = UnifyStatusRequest(correlationId: "x")
             #expect(try await client.post("unify-status", token: token, body: body).status == .badRequest)
@@ -68,7 +72,8 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct UnifyDesktopTests {
     @Test func instantLinkFlowPassesAfterTheLinkIsOpened() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase + "/")
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let unifyResponse = try await client.unifyDesktop(token: token, phone: "2001004014")
             #expect(unifyResponse.status == .ok)
@@ -128,7 +133,8 @@ import Testing
 
     @Test func finalTargetUrlWithAQueryGetsAnAmpersand() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             _ = try await client.unifyDesktop(token: token, phone: "2001004015", target: "https://relay.example/f?x=1")
             let link = try await client.outbox("2001004015")[0].link
@@ -139,7 +145,8 @@ import Testing
 
     @Test func declinedLinkFailsTheFlow() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let unify = try decode(UnifyResponse.self, try await client.unifyDesktop(token: token, phone: "2001004014"))
             let link = try await client.outbox("2001004014")[0].link
@@ -164,7 +171,8 @@ import Testing
 
     @Test func shortTermUsersPassWithoutATap() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             for phone in ["2001004018", "+2001004029", "+12001004018"] {
                 let unify = try decode(UnifyResponse.self, try await client.unifyDesktop(token: token, phone: phone))
@@ -180,7 +188,8 @@ import Testing
 
     @Test func internationalNumbersCanBeLookedUpInTheOutbox() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             #expect(try await client.unifyDesktop(token: token, phone: "+2001004025").status == .ok)
             #expect(try await client.outbox("%2B2001004025").count == 1)
@@ -193,7 +202,8 @@ import Testing
 
     @Test func customSmsMessageReplacesTheDefaultText() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             _ = try await client.unifyDesktop(token: token, phone: "2001004014", smsMessage: "Tap #### to continue")
             let message = try await client.outbox("2001004014")[0]
@@ -203,7 +213,8 @@ import Testing
 
     @Test func unknownNumberIsRejectedWith8007() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let response = try await client.unifyDesktop(token: token, phone: "5551234567")
             #expect(response.status == .badRequest)
@@ -223,7 +234,8 @@ import Testing
     ])
     func badFinalTargetUrlIs8001(_ target: String) async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let response = try await client.unifyDesktop(token: token, phone: "2001004014", target: target)
             #expect(response.status == .badRequest)
@@ -235,7 +247,8 @@ import Testing
 
     @Test func malformedRequestsAre8001NamingTheParameter() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             func error(_ json: String) async throws -> ProveErrorBody {
                 let response = try await client.post("unify", token: token, json: json)
@@ -267,7 +280,8 @@ import Testing
     @Test func sessionsExpireAfterFifteenMinutes() async throws {
         let clock = TestDateClock()
         let sandbox = ProveSandbox(publicBaseURL: publicBase, tokenLifetime: 7200, now: clock.now)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let unify = try decode(UnifyResponse.self, try await client.unifyDesktop(token: token, phone: "2001004014"))
             let link = try await client.outbox("2001004014")[0].link
@@ -285,7 +299,8 @@ import Testing
 
     @Test func unknownCorrelationIdAndLinkAreRejected() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let response = try await client.post(
                 "unify-status",
@@ -301,23 +316,29 @@ import Testing
     }
 }
 
+/// `linkrelay sandbox`: the same routes, served over TCP by the relay's front door.
 @Suite(.timeLimit(.minutes(1))) struct StandaloneSandboxTests {
-    @Test func standaloneApplicationServesTheSameRoutes() async throws {
+    static let quietLogger = LinkRelayTestSupport.quietLogger("sandbox")
+
+    @Test func standaloneServerServesTheSameRoutes() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        let app = buildSandboxApplication(sandbox: sandbox, host: "127.0.0.1", port: 0, logger: Logger(label: "t"))
-        try await app.test(.router) { client in
+        let server = SandboxServer(sandbox: sandbox, host: "127.0.0.1", port: 0, logger: Self.quietLogger)
+        try await server.serving { port in
+            let client = LiveSandboxClient(port: port)
             let token = try await client.accessToken()
             #expect(try await client.unifyDesktop(token: token, phone: "2001004014").status == .ok)
             #expect(try await client.outbox("2001004014").count == 1)
+            // Only the sandbox's routes: any other path is a 404.
+            #expect(try await client.execute(uri: "/v1/sessions", method: .post).status == .notFound)
         }
-        let standalone = buildSandboxApplication(
-            host: "127.0.0.1",
-            port: 0,
-            publicBaseURL: nil,
-            logger: Logger(label: "t")
-        )
-        try await standalone.test(.router) { client in
-            let response = try await client.requestToken()
+        // Without --public-url, links are built on the listen address.
+        #expect(ProveSandbox.localBaseURL(host: "127.0.0.1", port: 8090) == "http://127.0.0.1:8090")
+        #expect(ProveSandbox.localBaseURL(host: "::1", port: 8090) == "http://[::1]:8090")
+        let standalone = SandboxServer(
+            sandbox: ProveSandbox(publicBaseURL: ProveSandbox.localBaseURL(host: "127.0.0.1", port: 0)),
+            host: "127.0.0.1", port: 0, logger: Self.quietLogger)
+        try await standalone.serving { port in
+            let response = try await LiveSandboxClient(port: port).requestToken()
             #expect(response.status == .ok)
         }
     }
@@ -326,7 +347,8 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct CustomerSuppliedPossessionTests {
     @Test func possessionRequiredUntilBind() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let request = UnifyRequest(possessionType: "none", clientRequestId: "r-9", phoneNumber: "2001004014")
             let unify = try decode(UnifyResponse.self, try await client.post("unify", token: token, body: request))
@@ -359,7 +381,7 @@ import Testing
 /// for another (customer-supplied possession: a bind rebinds; on a phone: `rebind` forces the check).
 @Suite(.timeLimit(.minutes(1))) struct ProveKeyTests {
     func unify(
-        _ client: some TestClientProtocol, _ token: String, _ type: String, _ phone: String, device: String?,
+        _ client: some SandboxTestClient, _ token: String, _ type: String, _ phone: String, device: String?,
         rebind: Bool? = nil
     ) async throws -> String {
         let request = UnifyRequest(
@@ -368,7 +390,7 @@ import Testing
         return try decode(UnifyResponse.self, try await client.post("unify", token: token, body: request)).correlationId
     }
 
-    func bind(_ client: some TestClientProtocol, _ token: String, _ id: String, _ phone: String) async throws
+    func bind(_ client: some SandboxTestClient, _ token: String, _ id: String, _ phone: String) async throws
         -> UnifyStatusResponse
     {
         let response = try await client.post(
@@ -378,7 +400,8 @@ import Testing
 
     @Test func aBoundKeyPassesItsNumberHoldsOneAndRebinds() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let first = try await unify(client, token, "none", "2001004014", device: nil)
             let device = try #require(try await bind(client, token, first, "2001004014").deviceId)
@@ -401,7 +424,8 @@ import Testing
 
     @Test func onAPhoneAnotherNumberFailsWith9101UnlessRebind() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let first = try await unify(client, token, "none", "2001004014", device: nil)
             let device = try #require(try await bind(client, token, first, "2001004014").deviceId)
@@ -423,7 +447,8 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct PrefillTests {
     @Test func shortTermUserPassesEveryStep() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let start = try decode(
                 PrefillStartResponse.self,
@@ -469,7 +494,8 @@ import Testing
 
     @Test func stepOutOfOrderIs403() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let start = try decode(
                 PrefillStartResponse.self,

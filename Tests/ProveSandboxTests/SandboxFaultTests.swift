@@ -1,8 +1,9 @@
+import AsyncHTTPClient
 import Foundation
-import Hummingbird
-import HummingbirdTesting
+import LinkRelayServer
 import LinkRelayTestSupport
 import Logging
+import NIOCore
 import ProveAPI
 import Testing
 
@@ -128,7 +129,8 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct SandboxFaultRouterTests {
     @Test func errorRateHalfFailsExactlyEverySecondRequest() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let unify = try decode(UnifyResponse.self, try await client.unifyDesktop(token: token, phone: "2001004014"))
             try await sandbox.setFault(.error(rate: 0.5, status: 503), for: "unify-status")
@@ -162,7 +164,8 @@ import Testing
     @Test func faultIsCheckedBeforeAuthorizationAndValidation() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await sandbox.setFault(.error(), for: .unifyStatus)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let response = try await client.post("unify-status", token: nil, json: "{not json")
             #expect(response.status == .internalServerError)
             #expect(
@@ -175,7 +178,8 @@ import Testing
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         let (endpoint, fault) = try ProveSandbox.parseFault("*:retry-after=2")
         try await sandbox.setFault(fault, for: endpoint)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.requestToken()
             #expect(token.status == .tooManyRequests)
             #expect(token.headers[.retryAfter] == "2")
@@ -196,7 +200,8 @@ import Testing
 
     @Test func malformedAnswerIsNotJSON() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             try await sandbox.setFault(.malformed, for: "token")
             try await sandbox.setFault(.malformed, for: "unify")
@@ -219,7 +224,8 @@ import Testing
 
     @Test func faultedUnifySendsNoSMS() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             try await sandbox.setFault(try ProveSandbox.parseFault("unify:error=1,status=502").fault, for: "unify")
             let response = try await client.unifyDesktop(token: token, phone: "2001004014")
@@ -238,7 +244,8 @@ import Testing
     @Test func latencyDelaysTheNormalAnswer() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await sandbox.setFault(.latency(.milliseconds(20)), for: .unify)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             let response = try await client.unifyDesktop(token: token, phone: "2001004014")
             #expect(response.status == .ok)
@@ -252,7 +259,8 @@ import Testing
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await sandbox.setFault(.error(status: 503), for: .all)
         try await sandbox.setFault(.latency(.zero), for: .token)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             let token = try await client.accessToken()
             #expect(try await client.unifyDesktop(token: token, phone: "2001004014").status == .serviceUnavailable)
             await sandbox.clearFault(for: .all)
@@ -260,12 +268,13 @@ import Testing
         }
     }
 
-    /// In the router test framework there is no connection to close: `execute` throws instead of answering.
-    @Test func dropThrowsInTheRouterTestFramework() async throws {
+    /// In process there is no connection to close: `respond` asks for the drop, and the client throws.
+    @Test func dropAsksTheServerToCloseTheConnection() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await sandbox.setFault(.drop, for: .token)
-        try await makeSandboxApp(sandbox).test(.router) { client in
-            await #expect(throws: (any Error).self) { try await client.requestToken() }
+        let client = SandboxClient(sandbox)
+        do {
+            await #expect(throws: ConnectionDropped.self) { try await client.requestToken() }
         }
         #expect(await sandbox.tokensIssued == 0)
     }
@@ -274,7 +283,8 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct SandboxFaultControlTests {
     @Test func controlEndpointsSetListAndClearFaults() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
-        try await makeSandboxApp(sandbox).test(.router) { client in
+        let client = SandboxClient(sandbox)
+        do {
             func put(_ endpoint: String, _ body: String) async throws -> TestResponse {
                 try await client.execute(
                     uri: "/sandbox/faults/\(endpoint)",
@@ -334,56 +344,58 @@ import Testing
     }
 }
 
-/// Faults as a client over TCP sees them: these need a live server.
+/// Faults as a client over TCP sees them: these need a live server, the front door as `linkrelay sandbox`
+/// serves the simulator.
 @Suite(.timeLimit(.minutes(1))) struct SandboxFaultLiveTests {
     static let quietLogger = LinkRelayTestSupport.quietLogger("sandbox-faults")
 
-    /// A router with `BasicRequestContext`, which does not hand over its connection: a drop cancels the
-    /// connection's task instead of closing it (the standalone sandbox's context closes it).
-    static func routerApp(_ sandbox: ProveSandbox) -> some ApplicationProtocol {
-        let router = Router()
-        sandbox.addRoutes(to: router)
-        return Application(router: router, logger: quietLogger)
+    static func server(_ sandbox: ProveSandbox) -> SandboxServer {
+        SandboxServer(sandbox: sandbox, host: "127.0.0.1", port: 0, logger: quietLogger)
     }
 
-    static func standaloneApp(_ sandbox: ProveSandbox) -> some ApplicationProtocol {
-        buildSandboxApplication(sandbox: sandbox, host: "127.0.0.1", port: 0, logger: quietLogger)
+    struct Request: Sendable {
+        var path: String
+        var contentType: String
+        var body: String
     }
 
-    static let tokenRequest = TestClient.Request(
-        "/sandbox/prove/token",
-        method: .post,
-        headers: [.contentType: "application/x-www-form-urlencoded"],
-        body: ByteBuffer(
-            string: "client_id=\(ProveSandbox.clientID)&client_secret=\(ProveSandbox.clientSecret)"
-                + "&grant_type=client_credentials"
-        )
+    static let tokenRequest = Request(
+        path: "/sandbox/prove/token",
+        contentType: "application/x-www-form-urlencoded",
+        body: "client_id=\(ProveSandbox.clientID)&client_secret=\(ProveSandbox.clientSecret)"
+            + "&grant_type=client_credentials"
     )
 
     /// What a client saw of one request.
     enum Outcome: Sendable {
-        case response(TestClient.Response)
+        case response(TestResponse)
         /// The connection failed (closed, reset) before a response.
         case connectionError(any Error)
         /// Nothing came before the client's deadline.
         case noAnswer
     }
 
-    /// Sends `request` on a connection of its own and waits for the answer until `deadline` has passed since
-    /// `afterSending` returned; then the client gives up and closes the connection. (`TestClient`'s own read
-    /// timeout cannot end a request that never gets an answer: it waits for the connection to close.)
+    /// POSTs `request` on a connection of its own and waits for the answer until `deadline` has passed since
+    /// `afterSending` returned; then the client gives up and closes the connection.
     static func send(
-        _ request: TestClient.Request,
+        _ request: Request,
         port: Int,
         deadline: Duration = .seconds(10),
         afterSending: @escaping @Sendable () async -> Void = {}
     ) async -> Outcome {
-        let client = TestClient(host: "localhost", port: port, configuration: .init(timeout: .seconds(600)))
-        client.connect()
-        return await withTaskGroup(of: Outcome?.self) { group in
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let outcome = await withTaskGroup(of: Outcome?.self) { group in
             group.addTask {
                 do {
-                    return .response(try await client.execute(request))
+                    var post = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(request.path)")
+                    post.method = .POST
+                    post.headers.add(name: "Content-Type", value: request.contentType)
+                    post.body = .bytes(ByteBuffer(string: request.body))
+                    let response = try await client.execute(post, timeout: .seconds(600))
+                    return .response(
+                        TestResponse(
+                            status: response.status, headers: Fields(response.headers.map { ($0.name, $0.value) }),
+                            body: try await response.body.collect(upTo: 1 << 20)))
                 } catch {
                     return .connectionError(error)
                 }
@@ -398,11 +410,12 @@ import Testing
                 return .noAnswer
             }
             let first = await group.next() ?? nil
-            // Closing the connection ends a request still waiting.
-            try? await client.shutdown()
             group.cancelAll()
             return first ?? .noAnswer
         }
+        // Shutting the client down closes its connection: a request still waiting ends.
+        try? await client.shutdown()
+        return outcome
     }
 
     /// Whether the sandbox's hang counts meet `condition` within `timeout` (a bound, not a wait for work).
@@ -426,29 +439,18 @@ import Testing
         }
     }
 
-    @Test(arguments: ["router", "standalone"])
-    func dropClosesTheConnectionWithoutAResponse(_ kind: String) async throws {
+    @Test func dropClosesTheConnectionWithoutAResponse() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await sandbox.setFault(.drop, for: .token)
-        if kind == "router" {
-            try await Self.expectDrop(Self.routerApp(sandbox), sandbox)
-        } else {
-            try await Self.expectDrop(Self.standaloneApp(sandbox), sandbox)
-        }
-        #expect(await sandbox.tokensIssued == 1)
-        #expect(await sandbox.callCount("token") == 2)
-    }
-
-    static func expectDrop(_ app: some ApplicationProtocol, _ sandbox: ProveSandbox) async throws {
-        try await app.test(.live) { client in
-            let port = try #require(client.port)
+        try await Self.server(sandbox).serving { port in
             switch await Self.send(Self.tokenRequest, port: port) {
             case .response(let response): Issue.record("dropped request got a response: \(response.status)")
             case .noAnswer: Issue.record("dropped request was left open")
             case .connectionError: break
             }
             // The server keeps serving: the fault controls, and the token once the fault is gone.
-            #expect(try await client.execute(uri: "/sandbox/faults", method: .get).status == .ok)
+            let faults = try await LiveSandboxClient(port: port).execute(uri: "/sandbox/faults", method: .get)
+            #expect(faults.status == .ok)
             await sandbox.clearFaults()
             guard case .response(let response) = await Self.send(Self.tokenRequest, port: port) else {
                 Issue.record("no token after the fault was cleared")
@@ -456,26 +458,26 @@ import Testing
             }
             #expect(response.status == .ok)
         }
+        #expect(await sandbox.tokensIssued == 1)
+        #expect(await sandbox.callCount("token") == 2)
     }
 
     @Test func hangNeverAnswersAndEndsWhenTheClientGivesUp() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await sandbox.setFault(try ProveSandbox.parseFault("unify:hang").fault, for: "unify")
-        try await Self.routerApp(sandbox).test(.live) { client in
-            let port = try #require(client.port)
-            let unify = TestClient.Request(
-                "/sandbox/prove/v3/unify",
-                method: .post,
-                headers: [.contentType: "application/json"],
-                body: ByteBuffer(
-                    string: #"{"possessionType":"desktop","clientRequestId":"r","phoneNumber":"2001004014"}"#)
+        try await Self.server(sandbox).serving { port in
+            let unify = Request(
+                path: "/sandbox/prove/v3/unify",
+                contentType: "application/json",
+                body: #"{"possessionType":"desktop","clientRequestId":"r","phoneNumber":"2001004014"}"#
             )
             // A client with a 1 s deadline, counted from when the sandbox holds the request.
             let outcome = await Self.send(unify, port: port, deadline: .seconds(1)) {
                 #expect(await Self.hangCounts(of: sandbox) { $0.started == 1 })
                 #expect(await sandbox.hangingRequests == 1)
                 // Other requests are served meanwhile.
-                #expect((try? await client.execute(uri: "/sandbox/faults", method: .get))?.status == .ok)
+                let faults = try? await LiveSandboxClient(port: port).execute(uri: "/sandbox/faults", method: .get)
+                #expect(faults?.status == .ok)
             }
             guard case .noAnswer = outcome else {
                 Issue.record("a hung request was answered or dropped: \(outcome)")
@@ -492,8 +494,7 @@ import Testing
     @Test func clearingAHangDropsTheHeldRequest() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await sandbox.setFault(.hang, for: .token)
-        try await Self.standaloneApp(sandbox).test(.live) { client in
-            let port = try #require(client.port)
+        try await Self.server(sandbox).serving { port in
             async let held = Self.send(Self.tokenRequest, port: port, deadline: .seconds(20))
             #expect(await Self.hangCounts(of: sandbox) { $0.started == 1 })
             await sandbox.clearFaults()
@@ -507,11 +508,29 @@ import Testing
         #expect(await sandbox.tokensIssued == 0)
     }
 
+    /// SIGTERM's graceful shutdown waits for requests in progress: a hang must not hold it for its 600 s.
+    @Test func aShutdownDropsTheHeldRequest() async throws {
+        let sandbox = ProveSandbox(publicBaseURL: publicBase)
+        try await sandbox.setFault(.hang, for: .token)
+        let held = try await Self.server(sandbox).serving { port in
+            let held = Task { await Self.send(Self.tokenRequest, port: port, deadline: .seconds(50)) }
+            #expect(await Self.hangCounts(of: sandbox) { $0.started == 1 })
+            return held
+        }
+        switch await held.value {
+        case .response(let response): Issue.record("hung request got a response: \(response.status)")
+        case .noAnswer: Issue.record("hung request was not dropped")
+        case .connectionError: break
+        }
+        #expect(await sandbox.hangingRequests == 0)
+        #expect(await sandbox.tokensIssued == 0)
+    }
+
     @Test func errorAndRetryAfterOverTheWire() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         try await sandbox.setFault(.rateLimited(retryAfter: 3), for: .token)
-        try await Self.standaloneApp(sandbox).test(.live) { client in
-            let response = try await client.requestToken()
+        try await Self.server(sandbox).serving { port in
+            let response = try await LiveSandboxClient(port: port).requestToken()
             #expect(response.status == .tooManyRequests)
             #expect(response.headers[.retryAfter] == "3")
             #expect(try decode(ProveErrorBody.self, response).code == 8000)

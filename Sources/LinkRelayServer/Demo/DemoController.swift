@@ -289,7 +289,7 @@ final class DemoController: Sendable {
             _ = await sandbox.respond(
                 method: "POST", path: "/sandbox/resend",
                 query: "phoneNumber=" + (phone.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""),
-                authorization: nil, body: { [] }, hold: { _ in })
+                authorization: nil, body: [])
             return Self.backToPhone(phone)
         }
     }
@@ -302,8 +302,7 @@ final class DemoController: Sendable {
         return .later { [sandbox] in
             let body = Array(RelayJSON.encode(["from": from, "to": to]))
             let answer = await sandbox.respond(
-                method: "POST", path: "/sandbox/change-number", query: nil, authorization: nil, body: { body },
-                hold: { _ in })
+                method: "POST", path: "/sandbox/change-number", query: nil, authorization: nil, body: body)
             guard case .reply(let reply) = answer, reply.status == 204 else { return Self.backToPhone(from) }
             return Self.backToPhone(to)
         }

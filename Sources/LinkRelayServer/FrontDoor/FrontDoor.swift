@@ -220,8 +220,10 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case ChannelEvent.inputClosed = event {
             // The client closed its side: an answer being worked out still goes out, then the connection
-            // closes; anything else has no one to answer.
+            // closes; anything else has no one to answer. A route cancelled with its client (the
+            // sandbox's hang) takes this for leaving.
             if case .answering(_, let task) = state {
+                task?.cancel()
                 state = .answering(keepAlive: false, task: task)
             } else {
                 close(context)

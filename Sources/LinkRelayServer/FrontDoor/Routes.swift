@@ -90,13 +90,7 @@ struct Routes: Sendable {
                     .now(.asset(pages.demoScript, contentType: "text/javascript; charset=utf-8"))
                 },
             ]
-            // The sandbox's own routes (`ProveSandbox.respond`): Prove's API, the outbox, the link page, faults.
-            for method in [HTTPMethod.GET, .POST, .PUT, .DELETE] {
-                all.append(
-                    Route(
-                        method, "/sandbox/**", body: ProveSandbox.maxBodyBytes, cancelledWhenClientLeaves: true,
-                        sandbox.answer))
-            }
+            all += Self.sandbox(sandbox)
         } else {
             all.append(Route(.GET, "/", .person) { _ in .now(pages.page("demo")) })
         }
@@ -109,6 +103,19 @@ struct Routes: Sendable {
             Route(.GET, "/metrics", operations.metrics), Route(.GET, "/healthz", operations.health),
             Route(.GET, "/readyz", operations.readiness),
         ]
+    }
+
+    /// The standalone sandbox (`linkrelay sandbox`): the sandbox's own routes only.
+    init(sandbox: SandboxController) {
+        all = Self.sandbox(sandbox)
+    }
+
+    /// The sandbox's own routes (`ProveSandbox.respond`): Prove's API, the outbox, the link page, faults.
+    private static func sandbox(_ sandbox: SandboxController) -> [Route] {
+        [HTTPMethod.GET, .POST, .PUT, .DELETE].map { method in
+            Route(
+                method, "/sandbox/**", body: ProveSandbox.maxBodyBytes, cancelledWhenClientLeaves: true, sandbox.answer)
+        }
     }
 
     /// An association file as Apple and Google fetch it: 200, JSON, no redirect.

@@ -14,7 +14,7 @@ struct Drain: Service {
     let draining: Draining
     let clock: any RelayClock
     let delay: TimeInterval
-    /// The embedded sandbox, whose requests held by a `hang` fault are let go at once.
+    /// The embedded sandbox, whose requests held by a fault (a hang, a latency) are let go at once.
     let sandbox: ProveSandbox?
     let timeout: Duration
     let logger: Logger
@@ -22,7 +22,7 @@ struct Drain: Service {
     func run() async throws {
         try? await gracefulShutdown()
         draining.start()
-        await sandbox?.releaseHangs()
+        await sandbox?.shutDown()
         if delay > 0 {
             logger.notice("Shutting down: /readyz answers 503", metadata: ["seconds": "\(delay)"])
             try? await clock.sleep(until: clock.now().addingTimeInterval(delay))

@@ -56,6 +56,14 @@ final class Pages: Sendable {
             ops: (try asset("ops.css"), try asset("ops.js")), templates: templates)
     }
 
+    /// No templates: every page is a bare HTML title. For a server without pages (`linkrelay sandbox`), which
+    /// needs no `templates/` directory.
+    static func withoutTemplates() -> Pages {
+        Pages(
+            library: MustacheLibrary(), sandbox: true, stylesheet: "", demoScript: "", clientScript: "",
+            ops: ("", ""), templates: [])
+    }
+
     /// `templates/` in the working directory, else the one in the source tree this was built from.
     static func locateTemplates() throws -> String {
         let candidates = [

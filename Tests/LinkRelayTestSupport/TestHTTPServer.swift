@@ -1,0 +1,128 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// A small HTTP/1.1 server on loopback, for tests whose subject must talk to a real socket (the Prove
+/// client, the webhook sender): each request, read whole, goes to a handler, whose answer may stream its
+/// body or never come.
+public enum TestHTTPServer {
+    public struct Request: Sendable {
+        public var method: HTTPMethod
+        /// The target before `?`.
+        public var path: String
+        public var headers: HTTPHeaders
+        public var body: ByteBuffer
+    }
+
+    public struct Response: Sendable {
+        public enum Body: Sendable {
+            case bytes(ByteBuffer)
+            /// Written part by part (chunked); an error it throws (a write to a gone client) closes the
+            /// connection.
+            case stream(@Sendable (Writer) async throws -> Void)
+        }
+
+        public var status: HTTPResponseStatus
+        public var headers: HTTPHeaders
+        public var body: Body
+
+        public init(status: HTTPResponseStatus, headers: HTTPHeaders = [:], body: Body = .bytes(ByteBuffer())) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+    }
+
+    /// Writes a streamed body.
+    public struct Writer: Sendable {
+        let outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
+
+        public func write(_ bytes: ByteBuffer) async throws {
+            try await outbound.write(.body(.byteBuffer(bytes)))
+        }
+    }
+
+    public typealias Handler = @Sendable (Request) async throws -> Response
+
+    /// Serves `handler` on `127.0.0.1` while `body` runs; `body` gets the port. Then the listener and every
+    /// connection close, and requests still being answered are cancelled.
+    public static func serve<T: Sendable>(
+        _ handler: @escaping Handler, _ body: @escaping @Sendable (Int) async throws -> T
+    ) async throws -> T {
+        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .bind(host: "127.0.0.1", port: 0) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(
+                        wrappingChannelSynchronously: channel)
+                }
+            }
+        guard let port = listener.channel.localAddress?.port else { throw ChannelError.unknownLocalAddress }
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                await withDiscardingTaskGroup { connections in
+                    try? await listener.executeThenClose { inbound in
+                        for try await connection in inbound {
+                            connections.addTask { await serveConnection(connection, handler) }
+                        }
+                    }
+                }
+                return nil
+            }
+            do {
+                let result = try await body(port)
+                group.cancelAll()
+                return result
+            } catch {
+                group.cancelAll()
+                throw error
+            }
+        }
+    }
+
+    private static func serveConnection(
+        _ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, _ handler: Handler
+    ) async {
+        try? await connection.executeThenClose { inbound, outbound in
+            var head: HTTPRequestHead?
+            var body = ByteBuffer()
+            for try await part in inbound {
+                switch part {
+                case .head(let next):
+                    head = next
+                    body.clear()
+                case .body(var bytes):
+                    body.writeBuffer(&bytes)
+                case .end:
+                    guard let head else { continue }
+                    let path = String(head.uri.split(separator: "?", maxSplits: 1).first ?? "")
+                    let response = try await handler(
+                        Request(method: head.method, path: path, headers: head.headers, body: body))
+                    try await write(response, keepAlive: head.isKeepAlive, to: outbound)
+                    guard head.isKeepAlive else { return }
+                }
+            }
+        }
+    }
+
+    private static func write(
+        _ response: Response, keepAlive: Bool, to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
+    ) async throws {
+        var headers = response.headers
+        if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
+        switch response.body {
+        case .bytes(let bytes):
+            headers.replaceOrAdd(name: "Content-Length", value: String(bytes.readableBytes))
+            try await outbound.write(
+                .head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)))
+            if bytes.readableBytes > 0 { try await outbound.write(.body(.byteBuffer(bytes))) }
+        case .stream(let stream):
+            headers.replaceOrAdd(name: "Transfer-Encoding", value: "chunked")
+            try await outbound.write(
+                .head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)))
+            try await stream(Writer(outbound: outbound))
+        }
+        try await outbound.write(.end(nil))
+    }
+}
