@@ -51,7 +51,9 @@ public struct LinkRelay: Sendable {
     /// first, then the server stops, then the verifier, sweeper and store. The whole shutdown is
     /// bounded: after `--drain-timeout` and a few seconds more, whatever still runs is cancelled.
     /// With `handlingSignals`, SIGTERM and SIGINT start the shutdown and SIGUSR1 writes a backup.
-    public func serviceGroup(handlingSignals: Bool = true, logger: Logger) -> ServiceGroup {
+    /// Without `listening`, no listener binds: the background services run for a test that feeds
+    /// connections to the front door itself.
+    public func serviceGroup(handlingSignals: Bool = true, listening: Bool = true, logger: Logger) -> ServiceGroup {
         let drain = Drain(
             hub: hub, draining: draining, clock: clock, delay: configuration.drainDelay, sandbox: sandbox,
             timeout: .milliseconds(Int64(configuration.drainTimeout * 1000)),
@@ -59,7 +61,8 @@ public struct LinkRelay: Sendable {
         // Stopped before the store's teardown, so that a backup under way ends before the store closes.
         let backup: [any Service] = handlingSignals ? [BackupOnSignal(backups: backups, logger: logger)] : []
         var group = ServiceGroupConfiguration(
-            services: (services + backup + [drain]).map { .init(service: $0) },
+            services: ((listening ? services : services.filter { !($0 is RelayServer) }) + backup + [drain])
+                .map { .init(service: $0) },
             gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger)
         group.maximumGracefulShutdownDuration =
             .milliseconds(Int64((configuration.drainDelay + configuration.drainTimeout) * 1000)) + .seconds(5)

@@ -54,7 +54,7 @@ struct ChannelAuthTests {
 
     @Test("A missing channel token is 401", arguments: AuthChannelRoute.allCases)
     func missingToken(route: AuthChannelRoute) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let answer = try await relay.channel(route, session: created.sessionId)
             try expectChannelProblem(answer, status: 401)
@@ -64,7 +64,7 @@ struct ChannelAuthTests {
 
     @Test("A wrong channel token is 401, as a query or a Bearer header", arguments: AuthChannelRoute.allCases)
     func wrongToken(route: AuthChannelRoute) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let wrong = "not-the-token-0123456789abcdefghij"
             let viaQuery = try await relay.channel(route, session: created.sessionId, query: "token=\(wrong)")
@@ -83,7 +83,7 @@ struct ChannelAuthTests {
 
     @Test("Another session's token is 401", arguments: AuthChannelRoute.allCases)
     func otherSessionsToken(route: AuthChannelRoute) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let mine = try await relay.createSession()
             let theirs = try await relay.createSession()
             let answer = try await relay.channel(route, session: mine.sessionId, query: "token=\(theirs.channel.token)")
@@ -93,7 +93,7 @@ struct ChannelAuthTests {
 
     @Test("An unknown session is 404", arguments: AuthChannelRoute.allCases)
     func unknownSession(route: AuthChannelRoute) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let answer = try await relay.channel(
                 route, session: "ses_doesnotexist", query: "token=\(created.channel.token)")
@@ -105,7 +105,7 @@ struct ChannelAuthTests {
         "A foreign Origin is 403, readable by its page (Access-Control-Allow-Origin: *) and naming no session",
         arguments: AuthChannelRoute.allCases)
     func foreignOrigin(route: AuthChannelRoute) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let answer = try await relay.channel(
                 route, session: created.sessionId, query: "token=\(created.channel.token)",
@@ -123,7 +123,7 @@ struct ChannelAuthTests {
 
     @Test("The allowed Origin is answered with Access-Control-Allow-Origin", arguments: AuthChannelRoute.allCases)
     func allowedOrigin(route: AuthChannelRoute) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             // A cancelled session makes the SSE stream end after replaying, so the whole body can be read.
             #expect(try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/cancel").status == 200)
@@ -139,7 +139,7 @@ struct ChannelAuthTests {
 
     @Test("Without an Origin (not a browser), a valid token is enough and no CORS header is sent")
     func noOrigin() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let answer = try await relay.channel(
                 .poll, session: created.sessionId, query: "token=\(created.channel.token)")
@@ -151,7 +151,7 @@ struct ChannelAuthTests {
 
     @Test("A preflight from the allowed origin is 204 with the allow headers", arguments: AuthChannelRoute.allCases)
     func preflightAllowed(route: AuthChannelRoute) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let answer = try await relay.request(
                 .OPTIONS, "/v1/sessions/\(created.sessionId)/\(route.rawValue)",
@@ -169,7 +169,7 @@ struct ChannelAuthTests {
 
     @Test("A preflight from a foreign origin is 403", arguments: AuthChannelRoute.allCases)
     func preflightForeign(route: AuthChannelRoute) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let answer = try await relay.request(
                 .OPTIONS, "/v1/sessions/\(created.sessionId)/\(route.rawValue)",
@@ -184,7 +184,7 @@ struct ChannelAuthTests {
         "Bad long-poll parameters are 400",
         arguments: ["timeout=56", "timeout=-1", "timeout=abc", "after=-1", "after=abc"])
     func badPollParameters(query: String) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let answer = try await relay.request(
                 .GET, created.channel.poll + "?\(query)&token=\(created.channel.token)")
@@ -194,7 +194,7 @@ struct ChannelAuthTests {
 
     @Test("A bad SSE cursor is 400")
     func badEventsCursor() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let viaQuery = try await relay.request(
                 .GET, created.channel.events + "?after=abc&token=\(created.channel.token)")
@@ -216,7 +216,7 @@ struct ChannelAuthTests {
 
     @Test("A WebSocket with a wrong, missing or foreign token is refused before the upgrade")
     func webSocketBadToken() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let other = try await relay.createSession()
             for query in ["?token=wrong-token", "", "?token=\(other.channel.token)"] {
@@ -230,7 +230,7 @@ struct ChannelAuthTests {
 
     @Test("A WebSocket for an unknown session is refused before the upgrade")
     func webSocketUnknownSession() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let url = created.channel.websocket.replacingOccurrences(of: created.sessionId, with: "ses_doesnotexist")
             let (events, failed) = await openWebSocket(url + "?token=\(created.channel.token)")
@@ -241,7 +241,7 @@ struct ChannelAuthTests {
 
     @Test("A WebSocket upgrade from a foreign Origin is refused with 403, no 101 and no event")
     func webSocketForeignOrigin() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let port = try #require(URLComponents(string: relay.base)?.port)
             // A raw request: HTTP client libraries do not send upgrade handshakes as they are.
@@ -259,7 +259,7 @@ struct ChannelAuthTests {
 
     @Test("A plain GET on /ws: 426 with a valid token, and the same checks as the other channels")
     func webSocketWithoutUpgrade() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let path = "/v1/sessions/\(created.sessionId)/ws"
             let valid = try await relay.request(.GET, path + "?token=\(created.channel.token)")
@@ -277,7 +277,7 @@ struct ChannelAuthTests {
 
     @Test("After refused WebSockets, a valid one still gets every event")
     func webSocketValidAfterRefusals() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             _ = await openWebSocket(created.channel.websocket + "?token=wrong")
             #expect(try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/cancel").status == 200)

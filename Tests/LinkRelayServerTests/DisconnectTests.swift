@@ -25,7 +25,7 @@ struct DisconnectTests {
 
     @Test("Server-Sent Events: the client leaving closes the channel")
     func sseDisconnect() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let stream = ChannelClient.serverSentEvents(
                 relay.http, url: created.channel.events + "?token=\(created.channel.token)")
@@ -44,7 +44,7 @@ struct DisconnectTests {
 
     @Test("Long-poll: a held poll whose client leaves closes the channel")
     func longPollDisconnect() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let held = Task {
                 try await relay.request(
@@ -59,7 +59,7 @@ struct DisconnectTests {
 
     @Test("WebSocket: the client leaving closes the channel")
     func webSocketDisconnect() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let socket = ChannelClient.webSocket(created.channel.websocket + "?token=\(created.channel.token)")
             let (seen, seeing) = AsyncStream<String>.makeStream()

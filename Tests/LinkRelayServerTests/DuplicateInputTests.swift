@@ -53,8 +53,7 @@ struct DuplicateInputTests {
             let path = "/v1/sessions/\(created.sessionId)/\(channel.route)?\(query)"
             if channel.route == "ws" {
                 let port = try #require(URLComponents(string: relay.base)?.port)
-                let answer = try await rawExchange(
-                    port: port,
+                let answer = try await relay.rawExchange(
                     "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
                         + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
                 #expect(answer.hasPrefix("HTTP/1.1 400"), "answered \(answer.prefix(40))")

@@ -12,7 +12,7 @@ import Testing
 struct EndToEndTests {
     @Test("WebSocket: waiting, tapped, then result verified")
     func webSocketVerified() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let events = ChannelClient.webSocket(
                 created.channel.websocket + "?token=\(created.channel.token)")
@@ -42,7 +42,7 @@ struct EndToEndTests {
 
     @Test("Server-Sent Events: ids, event names, and the stream ends after the result")
     func serverSentEventsVerified() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let stream = ChannelClient.serverSentEvents(
                 relay.http, url: created.channel.events, headers: [("Authorization", "Bearer \(created.channel.token)")]
@@ -63,7 +63,7 @@ struct EndToEndTests {
 
     @Test("Long-poll: a held poll answers with the tap, the next with the result")
     func longPollVerified() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let first = try await relay.poll(created)
             #expect(first.events.map(\.type) == ["waiting"])
@@ -79,7 +79,7 @@ struct EndToEndTests {
 
     @Test("A channel that connects after the tap still gets every event")
     func lateChannel() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             _ = try await relay.tap()
             let events = try await relay.pollUntilDone(created)
@@ -94,7 +94,7 @@ struct EndToEndTests {
 
     @Test("Replay after a cursor: ?after=, Last-Event-ID, and a poll past the end")
     func replayAfterCursor() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             _ = try await relay.tap()
             _ = try await relay.pollUntilDone(created)
@@ -124,7 +124,7 @@ struct EndToEndTests {
 
     @Test("A channel that already has every event of an ended session ends at once: SSE 204, WebSocket 1000")
     func reconnectAfterTheEnd() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             _ = try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/cancel")
             let token = "?token=\(created.channel.token)"
@@ -149,7 +149,7 @@ struct EndToEndTests {
 
     @Test("Decline on the phone: asc=false in tapped, and Prove's answer makes it failed")
     func declined() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let (landing, _) = try await relay.tap(decline: true)
             #expect(landing.status == 200)
@@ -164,7 +164,7 @@ struct EndToEndTests {
     @Test("A session whose hold ends without a tap expires; its link then answers 410")
     func expires() async throws {
         let clock = ManualClock()
-        try await TestRelay.run(clock: clock) { relay in
+        try await TestRelay.run(socket: true, clock: clock) { relay in
             // The hold also bounds the create's call to Prove in real time, so it is long enough for a
             // busy machine; the manual clock ends it.
             let created = try await relay.createSession(extra: ",\"holdSeconds\":60")
@@ -185,7 +185,7 @@ struct EndToEndTests {
 
     @Test("Cancel ends a session with cancelled; a second cancel is 409")
     func cancel() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let answer = try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/cancel")
             #expect(answer.status == 200)
@@ -205,7 +205,7 @@ struct EndToEndTests {
 
     @Test("After the result, the same authId shows the final page; another authId is 409")
     func landingAfterTerminal() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let (_, landingURL) = try await relay.tap()
             _ = try await relay.pollUntilDone(created)
@@ -221,7 +221,7 @@ struct EndToEndTests {
 
     @Test("The short-term sandbox user passes without a tap once the relay asks")
     func shortTermUser() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession(phone: "2001004018")
             // No SMS for this user; landing on the link as if tapped asks Prove, which says true.
             let landing = try await relay.request(

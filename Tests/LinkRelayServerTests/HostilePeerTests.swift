@@ -100,7 +100,7 @@ struct HostilePeerTests {
 
     @Test("A head that never completes is closed after the header timeout, and counted")
     func slowHead() async throws {
-        try await TestRelay.run(flags: ["header-timeout": ["1"]]) { relay in
+        try await TestRelay.run(socket: true, flags: ["header-timeout": ["1"]]) { relay in
             let connection = try RawConnection(port: try Self.port(relay))
             connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n")
             #expect(try await connection.readToClose() == "", "closed without an answer")
@@ -111,7 +111,7 @@ struct HostilePeerTests {
 
     @Test("A body that stops arriving is closed after the body timeout, on every route that reads one")
     func stalledBody() async throws {
-        try await TestRelay.run(flags: ["body-timeout": ["1"]]) { relay in
+        try await TestRelay.run(socket: true, flags: ["body-timeout": ["1"]]) { relay in
             let created = try await relay.createSession()
             let targets = [
                 "/v1/sessions", "/sandbox/prove/token", created.channel.poll + "?token=\(created.channel.token)",
@@ -130,7 +130,9 @@ struct HostilePeerTests {
 
     @Test("An address at its connection cap gets no more, while other addresses are served")
     func connectionsPerAddress() async throws {
-        try await TestRelay.run(flags: ["max-connections": ["50"], "limit-connections-per-address": ["3"]]) { relay in
+        try await TestRelay.run(
+            socket: true, flags: ["max-connections": ["50"], "limit-connections-per-address": ["3"]]
+        ) { relay in
             let port = try Self.port(relay)
             var held = try (0..<3).map { _ in try RawConnection(port: port, from: "127.0.0.2") }
             let refused = try RawConnection(port: port, from: "127.0.0.2")
@@ -162,7 +164,7 @@ struct HostilePeerTests {
             ("GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
         ])
     func nonConforming(_ request: String, _ status: Int) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let connection = try RawConnection(port: try Self.port(relay))
             // A well-formed request follows on the same connection: it must not be answered.
             connection.send(request + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -177,7 +179,7 @@ struct HostilePeerTests {
 
     @Test("A client that resets its connection between requests is let go, and the relay serves on")
     func resetBetweenRequests() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let connection = try RawConnection(port: try Self.port(relay))
             connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(try await connection.read(until: "ok\n")?.hasPrefix("HTTP/1.1 200") == true)
@@ -193,7 +195,7 @@ struct HostilePeerTests {
 
     @Test("HTTP/1.0 may leave out Host")
     func http10WithoutHost() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let connection = try RawConnection(port: try Self.port(relay))
             connection.send("GET /healthz HTTP/1.0\r\n\r\n")
             #expect(try await connection.readToClose()?.hasPrefix("HTTP/1.1 200") == true)

@@ -197,8 +197,7 @@ struct LandingTests {
             let landing = try #require(URLComponents(string: created.finalTargetUrl)).path
             let host = "Host: 127.0.0.1:\(port)\r\n"
             // Sent at once: the front door answers each in its turn.
-            let answer = try await rawExchange(
-                port: port,
+            let answer = try await relay.rawExchange(
                 "GET /healthz HTTP/1.1\r\n\(host)\r\n"
                     + "GET \(landing)?asc=true&authId=\(Self.uuid) HTTP/1.1\r\n\(host)\r\n"
                     + "GET /healthz HTTP/1.1\r\n\(host)Connection: close\r\n\r\n")
@@ -214,9 +213,8 @@ struct LandingTests {
     func absoluteForm() async throws {
         try await TestRelay.run { relay in
             let created = try await relay.createSession()
-            let port = try #require(URLComponents(string: relay.base)?.port)
-            let answer = try await rawExchange(
-                port: port,
+            _ = try #require(URLComponents(string: relay.base)?.port)
+            let answer = try await relay.rawExchange(
                 "GET \(created.finalTargetUrl)?asc=true&authId=\(Self.uuid) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                     + "Connection: close\r\n\r\n")
             #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(40))")
@@ -227,13 +225,12 @@ struct LandingTests {
     @Test("A phone that closes its side after the request still gets its page; an HTTP/1.0 one is closed after it")
     func halfClosed() async throws {
         try await TestRelay.run { relay in
-            let port = try #require(URLComponents(string: relay.base)?.port)
+            _ = try #require(URLComponents(string: relay.base)?.port)
             for (version, halfClose) in [("1.1", true), ("1.0", false)] {
                 let created = try await relay.createSession()
                 let landing = try #require(URLComponents(string: created.finalTargetUrl)).path
                 // rawExchange returns when the relay closes the connection.
-                let answer = try await rawExchange(
-                    port: port,
+                let answer = try await relay.rawExchange(
                     "GET \(landing)?asc=false&authId=\(Self.uuid) HTTP/\(version)\r\nHost: 127.0.0.1\r\n\r\n",
                     halfClose: halfClose)
                 #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(40))")

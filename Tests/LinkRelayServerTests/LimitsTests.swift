@@ -18,7 +18,9 @@ struct LimitsTests {
     @Test("Landings per client IP trip at the limit and recover after a minute")
     func landingPerIP() async throws {
         let clock = ManualClock()
-        try await TestRelay.run(clock: clock, flags: Self.viaProxy.merging(["limit-landing-per-ip": ["3"]]) { $1 }) {
+        try await TestRelay.run(
+            socket: true, clock: clock, flags: Self.viaProxy.merging(["limit-landing-per-ip": ["3"]]) { $1 }
+        ) {
             relay in
             let unknown = "/l/" + String(repeating: "x", count: 32) + Self.validQuery
             for _ in 0..<3 { #expect(try await land(relay, unknown, from: "198.51.100.7").status == 404) }
@@ -37,6 +39,7 @@ struct LimitsTests {
     func landingPerLink() async throws {
         let clock = ManualClock()
         try await TestRelay.run(
+            socket: true,
             clock: clock, flags: Self.viaProxy.merging(["limit-landing-per-link": ["2"]]) { $1 }
         ) { relay in
             let created = try await relay.createSession()
@@ -54,6 +57,7 @@ struct LimitsTests {
     @Test("Scanners' HEADs, from any addresses, never spend the link's budget: the phone's GET still lands")
     func headsSpareTheLink() async throws {
         try await TestRelay.run(
+            socket: true,
             clock: ManualClock(), flags: Self.viaProxy.merging(["limit-landing-per-link": ["2"]]) { $1 }
         ) { relay in
             let created = try await relay.createSession()
@@ -71,6 +75,7 @@ struct LimitsTests {
     @Test("With taps confirmed on the phone, GETs of the page do not spend the link's budget either")
     func confirmPageGetsSpareTheLink() async throws {
         try await TestRelay.run(
+            socket: true,
             clock: ManualClock(),
             flags: Self.viaProxy.merging(["limit-landing-per-link": ["2"], "confirm-on-phone": ["on"]]) { $1 }
         ) { relay in
@@ -88,7 +93,7 @@ struct LimitsTests {
 
     @Test("X-Forwarded-For is ignored unless the peer is a trusted proxy")
     func forwardedForFromUntrustedPeer() async throws {
-        try await TestRelay.run(flags: ["limit-landing-per-ip": ["2"]]) { relay async throws in
+        try await TestRelay.run(socket: true, flags: ["limit-landing-per-ip": ["2"]]) { relay async throws in
             let unknown = "/l/" + String(repeating: "y", count: 32) + Self.validQuery
             #expect(try await land(relay, unknown, from: "192.0.2.1").status == 404)
             #expect(try await land(relay, unknown, from: "192.0.2.2").status == 404)
@@ -99,7 +104,7 @@ struct LimitsTests {
     @Test("Session creation per API key trips and recovers; a tripped create starts no Prove flow")
     func createPerKey() async throws {
         let clock = ManualClock()
-        try await TestRelay.run(clock: clock, flags: ["limit-create-per-key": ["2"]]) { relay in
+        try await TestRelay.run(socket: true, clock: clock, flags: ["limit-create-per-key": ["2"]]) { relay in
             _ = try await relay.createSession()
             _ = try await relay.createSession()
             let sandbox = try #require(relay.relay.sandbox)
@@ -115,7 +120,7 @@ struct LimitsTests {
 
     @Test("Channels per session: one too many is 429 until another closes")
     func channelsPerSession() async throws {
-        try await TestRelay.run(flags: ["limit-channels-per-session": ["2"]]) { relay in
+        try await TestRelay.run(socket: true, flags: ["limit-channels-per-session": ["2"]]) { relay in
             let created = try await relay.createSession()
             let url = created.channel.events + "?token=\(created.channel.token)"
             let first = ChannelClient.serverSentEvents(relay.http, url: url)
@@ -139,7 +144,8 @@ struct LimitsTests {
 
     @Test("Channels per client IP count across sessions, and come back when one closes")
     func channelsPerIP() async throws {
-        try await TestRelay.run(flags: Self.viaProxy.merging(["limit-channels-per-ip": ["1"]]) { $1 }) { relay in
+        try await TestRelay.run(socket: true, flags: Self.viaProxy.merging(["limit-channels-per-ip": ["1"]]) { $1 }) {
+            relay in
             let one = try await relay.createSession()
             let two = try await relay.createSession()
             let stream = ChannelClient.serverSentEvents(
@@ -161,7 +167,7 @@ struct LimitsTests {
 
     @Test("--limits off lifts them all: 200 landings from one address")
     func limitsOff() async throws {
-        try await TestRelay.run(flags: ["limits": ["off"], "limit-landing-per-ip": ["1"]]) { relay in
+        try await TestRelay.run(socket: true, flags: ["limits": ["off"], "limit-landing-per-ip": ["1"]]) { relay in
             let created = try await relay.createSession()
             let url = created.finalTargetUrl + Self.validQuery
             for _ in 0..<200 { #expect(try await relay.request(.GET, url).status == 200) }

@@ -8,7 +8,7 @@ import Testing
 struct LogHygieneTests {
     @Test("A whole session at trace level logs no API key, channel token, authToken, authId or phone number")
     func noSecretsInLogs() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession(extra: #","clientRequestId":"req-1""#)
             let socket = ChannelClient.webSocket(created.channel.websocket + "?token=\(created.channel.token)")
             var iterator = socket.makeAsyncIterator()

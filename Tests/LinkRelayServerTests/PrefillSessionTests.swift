@@ -98,7 +98,7 @@ struct PrefillSessionTests {
 
     @Test("The whole flow on each store and transport: wait, tap, verified, challenge, complete", arguments: cases)
     func wholeFlow(store: String, transport: String) async throws {
-        try await UnifyPathsTests.run(store) { relay, _ in
+        try await UnifyPathsTests.run(store, socket: true) { relay, _ in
             let created = try await Self.create(relay)
             #expect(try await Self.prefill(relay, created.sessionId).flow == "prefill")
             let (types, raw) = try await Self.waitAndTap(relay, created, transport: transport)
@@ -141,7 +141,7 @@ struct PrefillSessionTests {
 
     @Test("Steps follow Prove's next: out of order and repeated are 409 naming what is allowed; Unify's are 404")
     func stepsFollowNext() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await Self.create(relay)
             let early = try await Self.step(relay, created.sessionId, "challenge")
             #expect(early.status == 409)
@@ -172,7 +172,7 @@ struct PrefillSessionTests {
 
     @Test("A declined tap fails the result, and no step follows; a wrong challenge ends the flow")
     func failures() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let declined = try await Self.create(relay)
             _ = try await relay.tap(phone: Self.marcia, decline: true)
             #expect(try await relay.pollUntilDone(declined).last?.outcome == "failed")
@@ -195,7 +195,7 @@ struct PrefillSessionTests {
 
     @Test("Malformed bodies are refused before Prove, and the session is unchanged")
     func malformedBodies() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await Self.create(relay)
             _ = try await relay.tap(phone: Self.marcia)
             _ = try await relay.pollUntilDone(created)
@@ -213,7 +213,7 @@ struct PrefillSessionTests {
 
     @Test("Prove's refusal of a step is 502 with its code, its outage 503; the step is still offered after")
     func proveFaults() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await Self.create(relay)
             _ = try await relay.tap(phone: Self.marcia)
             _ = try await relay.pollUntilDone(created)
@@ -237,7 +237,7 @@ struct PrefillSessionTests {
 
     @Test("Prove's refusal of the start leaves no session; of the validate, the result failed with why")
     func startAndValidateFaults() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             #expect(try await relay.request(.PUT, "/sandbox/faults/start", body: "status=400").status == 204)
             let refused = try await relay.api(
                 .POST, "/v1/sessions", body: #"{"phoneNumber":"2001001693","flow":"prefill"}"#)

@@ -24,7 +24,8 @@ struct ProveFaultTests {
             ("token:error=1,status=503", 0),
         ])
     func createFails(_ spec: String, _ unifyCalls: Int) async throws {
-        try await TestRelay.run(flags: Self.noBreaker.merging(["sandbox-fault": [spec]]) { $1 }) { relay in
+        try await TestRelay.run(socket: true, flags: Self.noBreaker.merging(["sandbox-fault": [spec]]) { $1 }) {
+            relay in
             let answer = try await relay.api(.POST, "/v1/sessions", body: "{\"phoneNumber\":\"2001004014\"}")
             #expect(answer.status == 503, "\(spec): \(answer.body)")
             #expect(answer.header("Content-Type") == "application/problem+json")
@@ -36,7 +37,8 @@ struct ProveFaultTests {
 
     @Test("A create while Prove hangs answers 503 within the session's hold")
     func createHangs() async throws {
-        try await TestRelay.run(flags: Self.noBreaker.merging(["sandbox-fault": ["unify:hang"]]) { $1 }) { relay in
+        try await TestRelay.run(socket: true, flags: Self.noBreaker.merging(["sandbox-fault": ["unify:hang"]]) { $1 }) {
+            relay in
             let answer = try await relay.api(
                 .POST, "/v1/sessions", body: "{\"phoneNumber\":\"2001004014\",\"holdSeconds\":2}")
             #expect(answer.status == 503)
@@ -47,6 +49,7 @@ struct ProveFaultTests {
     @Test("Prove's 429 with Retry-After is waited out, and slow answers are only slow")
     func slowAndThrottled() async throws {
         try await TestRelay.run(
+            socket: true,
             flags: ["sandbox-fault": ["unify:retry-after=1,error=0.5", "unify-status:latency=200ms"]]
         ) { relay in
             // Every second unify is refused with 429: the first create passes, the second is retried.
@@ -62,6 +65,7 @@ struct ProveFaultTests {
     func breaker() async throws {
         let clock = ManualClock()
         try await TestRelay.run(
+            socket: true,
             clock: clock,
             flags: [
                 "breaker-failures": ["2"], "breaker-cooldown": ["10"], "sandbox-fault": ["unify:error=1,status=503"],
@@ -95,7 +99,7 @@ struct ProveFaultTests {
         ])
     func verificationFailsAtHoldEnd(_ spec: String) async throws {
         let clock = ManualClock()
-        try await TestRelay.run(clock: clock, flags: Self.noBreaker) { relay in
+        try await TestRelay.run(socket: true, clock: clock, flags: Self.noBreaker) { relay in
             let sandbox = try #require(relay.relay.sandbox)
             let created = try await relay.createSession(extra: ",\"holdSeconds\":30")
             let (endpoint, fault) = try ProveSandbox.parseFault(spec)
@@ -122,7 +126,7 @@ struct ProveFaultTests {
     @Test("When Prove recovers before the hold ends, the verifier's next try delivers the result")
     func verificationRecovers() async throws {
         let clock = ManualClock()
-        try await TestRelay.run(clock: clock, flags: Self.noBreaker) { relay in
+        try await TestRelay.run(socket: true, clock: clock, flags: Self.noBreaker) { relay in
             let sandbox = try #require(relay.relay.sandbox)
             let created = try await relay.createSession(extra: ",\"holdSeconds\":60")
             try await sandbox.setFault(.error(rate: 1, status: 503), for: "unify-status")

@@ -4,6 +4,7 @@ import LinkRelayCore
 import LinkRelayTestSupport
 import Logging
 import NIOCore
+import NIOEmbedded
 import NIOHTTP1
 import ServiceLifecycle
 import Testing
@@ -70,7 +71,9 @@ struct HTTPAnswer {
     func json<T: Decodable>(_ type: T.Type) throws -> T { try JSONDecoder().decode(type, from: Data(body.utf8)) }
 }
 
-/// A relay running on a free loopback port for one test, with the sandbox as Prove.
+/// A relay for one test, with the sandbox as Prove: in process by default, each request written to the
+/// relay's own front door pipeline on an `NIOAsyncTestingChannel`; with `socket: true`, listening on a
+/// free loopback port.
 struct TestRelay {
     static let apiKey = "test-api-key-0123456789abcdef"
     /// One client for every test, kept for the life of the test process: it never follows redirects,
@@ -79,23 +82,27 @@ struct TestRelay {
         eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
 
     let relay: LinkRelay
+    /// The relay's origin: where it listens, or, in process, the public URL it would listen on.
     let base: String
     let logs: LogCapture
+    /// Listening on `base`; otherwise requests go through `FrontDoor` on a testing channel.
+    let socket: Bool
     var http: HTTPClient { Self.client }
 
     /// Builds and runs a relay for the duration of `body`, then shuts it down gracefully.
     ///
-    /// Tests run in parallel, so the free port a relay picked can be taken before it binds; then the
-    /// relay is built again on another port (up to 5 times).
+    /// In process (the default), its background services run but no listener binds. With `socket`,
+    /// it listens; tests run in parallel, so the free port a relay picked can be taken before it
+    /// binds: then the relay is built again on another port (up to 5 times).
     ///
     /// `flags` are `serve` flags without dashes, e.g. `["limits": ["off"]]`.
     static func run(
-        store: String = "memory", hold: Int? = nil, clock: any RelayClock = EventLoopClock(),
+        socket: Bool = false, store: String = "memory", hold: Int? = nil, clock: any RelayClock = EventLoopClock(),
         flags: [String: [String]] = [:], environment: [String: String] = [:], _ body: (TestRelay) async throws -> Void
     ) async throws {
         for attempt in 1...5 {
             if try await runOnce(
-                store: store, hold: hold, clock: clock, flags: flags, environment: environment, body)
+                socket: socket, store: store, hold: hold, clock: clock, flags: flags, environment: environment, body)
             {
                 return
             }
@@ -108,7 +115,7 @@ struct TestRelay {
 
     /// False when the server could not start (its port was taken meanwhile).
     private static func runOnce(
-        store: String, hold: Int?, clock: any RelayClock, flags extra: [String: [String]],
+        socket: Bool, store: String, hold: Int?, clock: any RelayClock, flags extra: [String: [String]],
         environment: [String: String], _ body: (TestRelay) async throws -> Void
     ) async throws -> Bool {
         let logs = LogCapture()
@@ -120,7 +127,7 @@ struct TestRelay {
         // WSClient, unlike a browser, sends the WebSocket URL's own scheme and host as its Origin.
         configuration.allowedOrigins.append("ws://127.0.0.1")
         let relay = try await buildLinkRelay(configuration, logger: logger, clock: clock)
-        let group = relay.serviceGroup(handlingSignals: false, logger: logger)
+        let group = relay.serviceGroup(handlingSignals: false, listening: socket, logger: logger)
         var started = false
         do {
             try await withThrowingTaskGroup(of: Bool.self) { tasks in
@@ -128,15 +135,18 @@ struct TestRelay {
                     try await group.run()
                     return false
                 }
-                tasks.addTask {
-                    await relay.waitUntilRunning()
-                    return true
+                if socket {
+                    tasks.addTask {
+                        await relay.waitUntilRunning()
+                        return true
+                    }
+                    // Either the server runs, or the group ended (or threw) because it could not start.
+                    guard try await tasks.next() == true else { throw StartFailure() }
                 }
-                // Either the server runs, or the group ended (or threw) because it could not start.
-                guard try await tasks.next() == true else { throw StartFailure() }
                 started = true
                 // Requests go to the listening port even when the public URL names another (https) origin.
-                let test = TestRelay(relay: relay, base: "http://127.0.0.1:\(configuration.port)", logs: logs)
+                let test = TestRelay(
+                    relay: relay, base: "http://127.0.0.1:\(configuration.port)", logs: logs, socket: socket)
                 do {
                     try await body(test)
                 } catch {
@@ -169,8 +179,40 @@ struct TestRelay {
     func request(
         _ method: HTTPMethod, _ pathOrURL: String, headers: [(String, String)] = [], body: String? = nil
     ) async throws -> HTTPAnswer {
-        try await Self.fetch(
-            method, pathOrURL.hasPrefix("http") ? pathOrURL : base + pathOrURL, headers: headers, body: body)
+        let url = pathOrURL.hasPrefix("http") ? pathOrURL : base + pathOrURL
+        // Another origin (a sandbox of its own, a webhook receiver) is reached over the network.
+        let own = [base, relay.configuration.publicURL].contains { url == $0 || url.hasPrefix($0 + "/") }
+        guard socket || !own else {
+            return try await InProcess.exchange(method, url, headers: headers, body: body, relay)
+        }
+        return try await Self.fetch(method, url, headers: headers, body: body)
+    }
+
+    /// Writes `request`'s bytes as they are (several requests, a malformed one) on one connection and
+    /// returns what the relay sent until it closed the connection. `halfClose`: the client then closes
+    /// its sending side, as `shutdown(SHUT_WR)` does.
+    func rawExchange(_ request: String, halfClose: Bool = false) async throws -> String {
+        guard !socket else {
+            return try await LinkRelayServerTests.rawExchange(
+                port: try #require(URLComponents(string: base)?.port), request, halfClose: halfClose)
+        }
+        let channel = try await InProcess.connect(relay)
+        try await channel.writeInbound(ByteBuffer(string: request))
+        if halfClose {
+            // What a socket with `allowRemoteHalfClosure` (as `RelayServer` sets it) reports at end of input.
+            try await channel.testingEventLoop.executeInContext {
+                channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+            }
+        }
+        var received = ByteBuffer()
+        do {
+            while true {
+                if case .byteBuffer(var bytes) = try await channel.waitForOutboundWrite(as: IOData.self) {
+                    received.writeBuffer(&bytes)
+                }
+            }
+        } catch let error as ChannelError where error == .ioOnClosedChannel {}
+        return String(buffer: received)
     }
 
     /// One request with the shared test client, its whole answer read.
@@ -249,5 +291,125 @@ struct TestRelay {
         }
         Issue.record("no terminal event after 20 polls")
         return events
+    }
+}
+
+/// One connection to a relay's front door without a socket: the relay's own pipeline
+/// (`FrontDoor.configure`) on a fresh `NIOAsyncTestingChannel`, the request's bytes written inbound and
+/// the answer's bytes read outbound, so that everything the front door does (long-polls, HEAD, headers,
+/// error pages) runs as it does for a client on a socket.
+enum InProcess {
+    /// The peer every in-process connection comes from, as `RelayRequest(.GET, ...)` has it.
+    static let peer = try! SocketAddress(ipAddress: "127.0.0.1", port: 40000)
+
+    struct Closed: Error {}
+
+    /// A new connection to `relay`'s front door, as `RelayServer` sets one up.
+    static func connect(_ relay: LinkRelay) async throws -> NIOAsyncTestingChannel {
+        let channel = NIOAsyncTestingChannel()
+        channel.localAddress = try SocketAddress(ipAddress: "127.0.0.1", port: relay.configuration.port)
+        let services = relay.frontDoor
+        try await channel.testingEventLoop.executeInContext { FrontDoor.configure(channel, services: services) }.get()
+        try await channel.connect(to: peer).get()
+        return channel
+    }
+
+    /// Sends one request, as AsyncHTTPClient would frame it, and reads its whole answer.
+    static func exchange(
+        _ method: HTTPMethod, _ url: String, headers: [(String, String)], body: String?, _ relay: LinkRelay
+    ) async throws -> HTTPAnswer {
+        let components = try #require(URLComponents(string: url), "a URL: \(url)")
+        let target =
+            (components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath)
+            + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
+        let authority = (components.host ?? "127.0.0.1") + (components.port.map { ":\($0)" } ?? "")
+        var head = "\(method.rawValue) \(target) HTTP/1.1\r\n"
+        if !headers.contains(where: { $0.0.lowercased() == "host" }) { head += "Host: \(authority)\r\n" }
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        if let body { head += "Content-Length: \(body.utf8.count)\r\n" }
+        head += "\r\n"
+
+        let channel = try await connect(relay)
+        try await channel.writeInbound(ByteBuffer(string: head + (body ?? "")))
+        var reader = ResponseReader(head: method == .HEAD)
+        do {
+            while true {
+                if try reader.answer() != nil { break }
+                switch try await channel.waitForOutboundWrite(as: IOData.self) {
+                case .byteBuffer(var bytes): reader.bytes.writeBuffer(&bytes)
+                case .fileRegion: Issue.record("the front door wrote a file region")
+                }
+            }
+        } catch let error as ChannelError where error == .ioOnClosedChannel {
+            reader.closed = true
+        }
+        let answer = try #require(try reader.answer(), "the connection closed before a whole answer")
+        try? await channel.close()
+        return answer
+    }
+}
+
+/// Reads one HTTP/1.1 answer from bytes as they arrive: the status line, the headers, and a body framed by
+/// `Content-Length`, `chunked`, or the connection's close. Interim (1xx) answers are skipped.
+struct ResponseReader {
+    /// The request was a HEAD: the answer has no body, whatever its headers say.
+    let head: Bool
+    var bytes = ByteBuffer()
+    /// The connection has closed: a body without a length ends here.
+    var closed = false
+
+    struct Malformed: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The whole answer, or nil while more bytes are needed.
+    mutating func answer() throws -> HTTPAnswer? {
+        var view = bytes
+        while true {
+            guard let headEnd = view.readableBytesView.firstRange(of: Array("\r\n\r\n".utf8)) else { return nil }
+            let headLength = headEnd.upperBound - view.readerIndex
+            let text = view.readString(length: headLength)!
+            var lines = text.components(separatedBy: "\r\n").filter { !$0.isEmpty }
+            let statusLine = lines.removeFirst().split(separator: " ", maxSplits: 2)
+            guard statusLine.count >= 2, statusLine[0].hasPrefix("HTTP/1."), let status = Int(statusLine[1]) else {
+                throw Malformed(description: "status line: \(text)")
+            }
+            let headers = try lines.map { line -> (String, String) in
+                guard let colon = line.firstIndex(of: ":") else { throw Malformed(description: "header: \(line)") }
+                return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            }
+            if (100..<200).contains(status) && status != 101 { continue }
+            func value(_ name: String) -> String? { headers.first { $0.0.lowercased() == name }?.1 }
+            var body = ByteBuffer()
+            if head || status == 204 || status == 304 || (100..<200).contains(status) {
+            } else if value("transfer-encoding")?.lowercased().contains("chunked") == true {
+                while true {
+                    guard let lineEnd = view.readableBytesView.firstRange(of: Array("\r\n".utf8)) else { return nil }
+                    let sizeLine = view.getString(at: view.readerIndex, length: lineEnd.lowerBound - view.readerIndex)!
+                    guard
+                        let size = Int(
+                            sizeLine.split(separator: ";")[0].trimmingCharacters(in: .whitespaces), radix: 16)
+                    else { throw Malformed(description: "chunk size: \(sizeLine)") }
+                    guard view.readableBytes >= lineEnd.upperBound - view.readerIndex + size + 2 else { return nil }
+                    view.moveReaderIndex(to: lineEnd.upperBound)
+                    if size == 0 {
+                        // Trailers, if any, end with an empty line.
+                        guard let end = view.readableBytesView.firstRange(of: Array("\r\n".utf8)) else { return nil }
+                        view.moveReaderIndex(to: end.upperBound)
+                        break
+                    }
+                    var chunk = view.readSlice(length: size)!
+                    body.writeBuffer(&chunk)
+                    view.moveReaderIndex(forwardBy: 2)
+                }
+            } else if let length = value("content-length").flatMap({ Int($0) }) {
+                guard view.readableBytes >= length else { return nil }
+                body = view.readSlice(length: length)!
+            } else {
+                guard closed else { return nil }
+                body = view
+            }
+            return HTTPAnswer(status: status, headers: headers, body: String(buffer: body))
+        }
     }
 }

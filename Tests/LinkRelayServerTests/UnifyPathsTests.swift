@@ -9,9 +9,10 @@ struct UnifyPathsTests {
     static let stores = ["sqlite"] + (TestPostgres.available ? ["postgres"] : [])
 
     /// Runs `body` with a relay on `kind`, against the embedded sandbox or, with `sandbox`, a separate one
-    /// (whose base URL `body` gets for the outbox and the links' controls).
+    /// (whose base URL `body` gets for the outbox and the links' controls). `socket`: as `TestRelay.run`'s.
     static func run(
-        _ kind: String, separateSandbox: Bool = false, _ body: (TestRelay, String) async throws -> Void
+        _ kind: String, separateSandbox: Bool = false, socket: Bool = false,
+        _ body: (TestRelay, String) async throws -> Void
     ) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lr-paths-" + UUID().uuidString)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -20,7 +21,7 @@ struct UnifyPathsTests {
             kind == "postgres"
             ? try await TestPostgres.createDatabase() : "sqlite:" + directory.appendingPathComponent("r.sqlite").path
         guard separateSandbox else {
-            return try await TestRelay.run(store: store) { relay in try await body(relay, relay.base) }
+            return try await TestRelay.run(socket: socket, store: store) { relay in try await body(relay, relay.base) }
         }
         let (sandbox, port) = try await PersistenceTests.start(ready: "listening") {
             ["sandbox", "--port", String($0)]
@@ -28,7 +29,7 @@ struct UnifyPathsTests {
         defer { sandbox.stop() }
         let base = "http://127.0.0.1:\(port)"
         try await TestRelay.run(
-            store: store, flags: ["prove": [base + "/sandbox/prove"]],
+            socket: socket, store: store, flags: ["prove": [base + "/sandbox/prove"]],
             environment: ["PROVE_CLIENT_ID": "sandbox-client", "PROVE_CLIENT_SECRET": "sandbox-secret"]
         ) { relay in try await body(relay, base) }
     }

@@ -42,7 +42,7 @@ struct WebSocketFrameTests {
 
     @Test("Bad frames close the WebSocket with their code", arguments: cases)
     func badFrame(_ name: String, _ frames: [UInt8], _ code: Int) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let socket = try await RawWebSocket.open(
                 created.channel.websocket + "?token=\(created.channel.token)", frames: frames)
@@ -62,7 +62,7 @@ struct WebSocketFrameTests {
 
     @Test("A well-formed message from the desktop is read and ignored")
     func goodMessage() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             // An ended session: the channel replays its events and closes with 1000, unless the
             // message broke a rule first.
@@ -78,7 +78,7 @@ struct WebSocketFrameTests {
     @Test("A desktop that leaves a ping unanswered until the next one is closed with 1001")
     func unansweredPing() async throws {
         let clock = ManualClock()
-        try await TestRelay.run(clock: clock) { relay in
+        try await TestRelay.run(socket: true, clock: clock) { relay in
             let created = try await relay.createSession()
             let (arrivals, arrived) = AsyncStream<UInt8>.makeStream()
             async let socket = RawWebSocket.open(
@@ -111,7 +111,7 @@ struct WebSocketFrameTests {
         arguments: [([0x03, 0xE9], 1001), ([0x0B, 0xB8], 3000), ([0x11, 0x94, 0x62, 0x79, 0x65], 4500), ([], 1000)]
             as [([UInt8], Int)])
     func clientClose(_ payload: [UInt8], _ code: Int) async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let socket = try await RawWebSocket.open(
                 created.channel.websocket + "?token=\(created.channel.token)",
@@ -124,7 +124,7 @@ struct WebSocketFrameTests {
 
     @Test("permessage-deflate is never negotiated (compression can leak secrets)")
     func noCompression() async throws {
-        try await TestRelay.run { relay in
+        try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let socket = try await RawWebSocket.open(
                 created.channel.websocket + "?token=\(created.channel.token)",
