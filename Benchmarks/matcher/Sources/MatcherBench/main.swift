@@ -36,7 +36,13 @@ let requests: [(name: String, method: String, path: String, parameter: String)] 
 
 // The hand-made matcher, as `Routes.match`: the first line of the method whose pattern matches. The
 // method is an enum, as NIO's `HTTPMethod` is.
-enum Method: String { case GET, POST, PUT, DELETE, OPTIONS }
+enum Method: String {
+    case get = "GET"
+    case post = "POST"
+    case put = "PUT"
+    case delete = "DELETE"
+    case options = "OPTIONS"
+}
 let lines = table.map { (method: Method(rawValue: $0.method)!, pattern: PathPattern(stringLiteral: $0.pattern)) }
 @inline(never) func handMade(_ name: String, _ path: Substring, _ parameter: String) -> Int {
     // NIO parses the method once per request; so does this.
