@@ -230,6 +230,19 @@ struct RouteTableTests {
         #expect(refused.status == .unsupportedMediaType)
         #expect(refused.headers.first(name: "Content-Type") == "application/problem+json")
         #expect(String(buffer: refused.body).contains("application/json"))
+        // Every route that reads JSON says so, past its guard.
+        let reading = relay.frontDoor.routes.all.filter { !$0.accepts.isEmpty }
+        #expect(
+            reading.map(\.pattern.description).sorted() == [
+                "/v1/sessions", "/v1/sessions/{id}/bind", "/v1/sessions/{id}/challenge", "/v1/sessions/{id}/complete",
+                "/v1/sessions/{id}/finish",
+            ])
+        for route in reading {
+            var headers = Self.credentials(route)
+            headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+            let answer = await relay.respond(to: RelayRequest(route.method, Self.path(route.pattern), headers: headers))
+            #expect(answer?.status == .unsupportedMediaType, "\(route.pattern)")
+        }
         let anonymous = RelayRequest(.POST, "/v1/sessions", headers: ["Content-Type": "text/plain"], body: body)
         #expect(await relay.respond(to: anonymous)?.status == .unauthorized)
         for type in ["application/json; charset=utf-8", "Application/JSON", nil] {
@@ -254,7 +267,10 @@ struct RouteTableTests {
         #expect(rows.contains(["POST", "/v1/sessions", "api-key", "4096", "application/json", "-"]))
         #expect(rows.contains(["GET", "/v1/sessions/{id}/events", "channel-token", "none", "-", "tenant-origins"]))
         #expect(
-            rows.contains(["POST", "/v1/sessions/{id}/finish", "api-key|channel-token", "2048", "-", "tenant-origins"]))
+            rows.contains([
+                "POST", "/v1/sessions/{id}/finish", "api-key|channel-token", "2048", "application/json",
+                "tenant-origins",
+            ]))
         #expect(rows.contains(["GET", "/ops", "ops-basic", "none", "-", "-"]))
         #expect(!rows.contains { $0.first == "POST" && $0.dropFirst().first == "/l/{key}" })
     }

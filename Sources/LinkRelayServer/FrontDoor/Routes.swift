@@ -49,13 +49,13 @@ struct Routes: Sendable {
             // The client SDK's finish (AuthFinish, finishInstantLink), from a page, an app or the backend.
             Route(
                 .POST, "/v1/sessions/{id}/finish", guard: .apiKeyOrChannelToken,
-                body: SessionsController.maximumFinishBody, cors: .tenantOrigins, sessions.finish),
+                body: SessionsController.maximumFinishBody, accepts: json, cors: .tenantOrigins, sessions.finish),
             Route(.OPTIONS, "/v1/sessions/{id}/finish", channels.preflight),
             // Customer-supplied possession: the integrator's own check passed (possessionType none).
-            Route(.POST, "/v1/sessions/{id}/bind", guard: .apiKey, body: 256, sessions.bind),
+            Route(.POST, "/v1/sessions/{id}/bind", guard: .apiKey, body: 256, accepts: json, sessions.bind),
             // Pre-Fill's steps after the result, as Prove's `next` offers them.
-            Route(.POST, "/v1/sessions/{id}/challenge", guard: .apiKey, body: step, sessions.challenge),
-            Route(.POST, "/v1/sessions/{id}/complete", guard: .apiKey, body: step, sessions.complete),
+            Route(.POST, "/v1/sessions/{id}/challenge", guard: .apiKey, body: step, accepts: json, sessions.challenge),
+            Route(.POST, "/v1/sessions/{id}/complete", guard: .apiKey, body: step, accepts: json, sessions.complete),
             // The webhook outbox (API.md v1.1 "Webhooks").
             Route(.GET, "/v1/webhooks/messages", guard: .apiKey, webhooks.list),
             Route(.POST, "/v1/webhooks/messages/{id}/retry", guard: .apiKey, webhooks.retry),
