@@ -97,19 +97,19 @@ final class Route: Sendable {
     func admit(_ request: inout RelayRequest) -> Answer? {
         // A landing, the hot path, needs neither.
         if `guard` == .none, accepts.isEmpty { return nil }
-        guard let guards else {
+        if `guard` != .none {
             // A line outside a table cannot check a caller: it lets none through.
-            return Problem.unauthorized().answer
-        }
-        let asked = request
-        if let refusal = guards.check(`guard`, &request, refusing: { failure($0, asked, errors: guards.errors) }) {
-            return refusal
+            guard let guards else { return Problem.unauthorized().answer }
+            let asked = request
+            if let refusal = guards.check(`guard`, &request, refusing: { failure($0, asked, errors: guards.errors) }) {
+                return refusal
+            }
         }
         if !accepts.isEmpty, let type = request.headers.first(name: "Content-Type"), !accepts(type) {
             let names = accepts.joined(separator: " or ")
             let problem = Problem(
                 status: .unsupportedMediaType, title: "Unsupported Media Type", detail: "Send the body as \(names).")
-            return failure(problem, request, errors: guards.errors)
+            return guards.map { failure(problem, request, errors: $0.errors) } ?? problem.answer
         }
         return nil
     }
