@@ -150,6 +150,39 @@ struct RouteTableTests {
         #expect(await relay.respond(to: show)?.status == .notFound)
     }
 
+    @Test("admit works on the head alone: it refuses, or stores what the guard established, before any body")
+    func admitOnTheHead() async throws {
+        let relay = try await TestRelay.unstarted(flags: [
+            "api-key": [TestRelay.apiKey, "acme:acme-key-0123456789abcdef"]
+        ])
+        let routes = relay.frontDoor.routes
+        let (show, _) = try #require(routes.match(.GET, "/v1/sessions/ses_x"))
+        // No body yet: as the front door holds a request whose head has just been read.
+        var bare = RelayRequest(.GET, "/v1/sessions/ses_x")
+        bare.body = nil
+        #expect(show.admit(&bare)?.status == .unauthorized)
+        #expect(bare.credential == .none)
+        var acme = RelayRequest(
+            .GET, "/v1/sessions/ses_x", headers: ["Authorization": "Bearer acme-key-0123456789abcdef"])
+        acme.body = nil
+        #expect(show.admit(&acme) == nil)
+        #expect(acme.credential == .apiKey(APIKeys.Caller(tenant: "acme", keyIndex: 1)))
+        let (events, _) = try #require(routes.match(.GET, "/v1/sessions/ses_x/events"))
+        var channel = RelayRequest(.GET, "/v1/sessions/ses_x/events?token=tok")
+        #expect(events.admit(&channel) == nil)
+        #expect(channel.credential == .channelToken("tok"))
+        let (create, _) = try #require(routes.match(.POST, "/v1/sessions"))
+        var form = RelayRequest(
+            .POST, "/v1/sessions", headers: ["Authorization": Self.key, "Content-Type": "multipart/form-data"])
+        form.body = nil
+        #expect(create.admit(&form)?.status == .unsupportedMediaType)
+        // A landing has neither a guard nor a type: nothing to check.
+        let (landing, parameters) = try #require(routes.match(.HEAD, "/l/abc"))
+        var visit = RelayRequest(.HEAD, "/l/abc")
+        #expect(landing.method == .GET && parameters["key"] == "abc")
+        #expect(landing.admit(&visit) == nil)
+    }
+
     @Test("The channel token's guard: a foreign origin 403 readable by any page, then the gate's 404 and 401")
     func channelTokenGuard() async throws {
         let relay = try await Self.relay()
@@ -218,6 +251,13 @@ struct RouteTableTests {
             #expect(answer.headers.first(name: "Content-Type")?.hasPrefix("text/html") == true)
         }
         #expect(await relay.respond(to: RelayRequest(.GET, "/ops", headers: basic(TestRelay.apiKey)))?.status == .ok)
+        // Wrong passwords spend the client's ops limit too: then even the right one waits.
+        for _ in 0..<RequestLimits.opsPerIP {
+            _ = await relay.respond(to: RelayRequest(.GET, "/ops", headers: basic("x")))
+        }
+        let busy = try #require(await relay.respond(to: RelayRequest(.GET, "/ops", headers: basic(TestRelay.apiKey))))
+        #expect(busy.status == .tooManyRequests)
+        #expect(busy.headers.first(name: "Content-Type")?.hasPrefix("text/html") == true)
     }
 
     @Test("A body type the route does not read is 415, after the guard; none, or JSON with parameters, is read")
