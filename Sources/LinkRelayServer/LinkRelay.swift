@@ -22,6 +22,8 @@ public struct LinkRelay: Sendable {
     let running: AsyncStream<Void>
     /// With `--backup-dir`: the SQLite store's backups, written on SIGUSR1.
     var backups: SQLiteBackups? = nil
+    /// With `--metrics-listen`: the operators' listener's table.
+    var metricsRoutes: Routes? = nil
 
     public var store: any SessionStore { service.store }
 
@@ -64,8 +66,13 @@ public struct LinkRelay: Sendable {
         }
     }
 
-    /// The route table as `linkrelay routes` prints it (`Routes.printed`).
-    public var routeTable: String { frontDoor.routes.printed() }
+    /// The route table as `linkrelay routes` prints it (`Routes.printed`), then the operators' listener's
+    /// with `--metrics-listen`.
+    public var routeTable: String {
+        let main = frontDoor.routes.printed()
+        guard let metricsRoutes, let listen = configuration.metricsListen else { return main }
+        return main + "\n--metrics-listen \(listen.host):\(listen.port)\n" + metricsRoutes.printed()
+    }
 
     /// Returns once every listener is bound (or at once if they already are).
     public func waitUntilRunning() async {
@@ -247,10 +254,11 @@ public func buildLinkRelay(
         }
     }
     // Operators' scrapes on an address of their own: few connections, no per-address cap.
+    let metricsRoutes = Routes(operations: operations)
     let metricsServer = configuration.metricsListen.map { listen in
         RelayServer(
             host: listen.host, port: listen.port, maxConnections: 64, perAddress: nil,
-            frontDoor: frontDoorServices(Routes(operations: operations)), logger: logger
+            frontDoor: frontDoorServices(metricsRoutes), logger: logger
         ) { channel in
             logger.notice("Metrics listening", metadata: ["address": "\(channel.localAddress.map { "\($0)" } ?? "?")"])
             bound()
@@ -292,5 +300,6 @@ public func buildLinkRelay(
         ] + instances + optional.compactMap { $0 } + [server]
     return LinkRelay(
         configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
-        service: service, frontDoor: frontDoor, hub: hub, draining: draining, running: running, backups: backups)
+        service: service, frontDoor: frontDoor, hub: hub, draining: draining, running: running, backups: backups,
+        metricsRoutes: configuration.metricsListen == nil ? nil : metricsRoutes)
 }

@@ -336,5 +336,16 @@ struct RouteTableTests {
         #expect(confirming.contains("POST  ") && confirming.contains("/l/{key}"))
         #expect(confirming.split(separator: "\n").contains { $0.hasPrefix("POST") && $0.contains("/l/{key}") })
         #expect(!confirming.contains("/sandbox/"), "no sandbox with a remote Prove")
+        // The operators' own listener: its table after the public one's, which no longer has /metrics.
+        let (_, split) = try await run(["--metrics-listen", "127.0.0.1:9464"])
+        let parts = split.components(separatedBy: "\n--metrics-listen 127.0.0.1:9464\n")
+        #expect(parts.count == 2)
+        #expect(!parts[0].contains("/metrics"))
+        #expect(
+            parts.last?.split(separator: "\n").dropFirst().map {
+                $0.split(separator: " ").prefix(2).joined(separator: " ")
+            } == [
+                "GET /metrics", "HEAD /metrics", "GET /healthz", "HEAD /healthz", "GET /readyz", "HEAD /readyz",
+            ])
     }
 }
