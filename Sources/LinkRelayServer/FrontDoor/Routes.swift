@@ -7,7 +7,7 @@ import ProveSandbox
 /// Every route of the relay, in one table: read it first. Each line is a method and a path pattern
 /// (`{name}` is one path segment, read by name as `request.parameters["name"]`; `**` any rest), whom its
 /// errors are written for (`.person`: a page; else problem+json), who may call it (`guard:`, checked on
-/// the head before the body is read: `Route.admit`), how much body it reads and of which types
+/// the head alone by `Route.admit`, before the handler), how much body it reads and of which types
 /// (`body:`, `accepts:`), and which pages may read its answers (`cors:`).
 ///
 /// A request goes to the first line whose method and pattern match. Every GET line answers HEAD too (the
