@@ -171,7 +171,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
             if let refusal = Self.refusal(of: head) { return refuse(refusal, context) }
             var request = RelayRequest(head: head, peer: context.channel.remoteAddress)
             let match = services.routes.match(head.method, request.path)
-            request.parameters = match?.parameters ?? []
+            request.parameters = match?.parameters ?? RouteParameters()
             state = .receiving(Incoming(request, match?.route))
         case .body(var bytes):
             guard case .receiving(let incoming) = state else { return }
@@ -268,6 +268,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         guard let route else {
             return respond(services.routes.unmatched(request, errors: services.errors), head: head, keepAlive, context)
         }
+        var request = request
+        if let refusal = route.admit(&request) { return respond(refusal, head: head, keepAlive, context) }
         switch route.reply(to: request, errors: services.errors) {
         case .now(let answer):
             respond(answer, head: head, keepAlive, context)

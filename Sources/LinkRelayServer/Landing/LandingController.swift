@@ -58,16 +58,11 @@ final class LandingController: Sendable {
         }
     }
 
-    /// `POST /l/{key}`, the confirm page's buttons: `choice=confirm` counts as the tap, `choice=reject`
-    /// ends the session. Either way the answer is a 303 back to the landing's GET, which shows where
-    /// things stand.
+    /// `POST /l/{key}`, the confirm page's buttons (a route only with `--confirm-on-phone`; without it
+    /// the table answers 405): `choice=confirm` counts as the tap, `choice=reject` ends the session.
+    /// Either way the answer is a 303 back to the landing's GET, which shows where things stand.
     func confirm(_ request: RelayRequest) throws -> Reply {
-        try landing(request, spendsLinkBudget: confirmOnPhone) { key, parameters in
-            guard confirmOnPhone else {
-                throw Problem(
-                    status: .methodNotAllowed, title: "Method Not Allowed", detail: "Only GET and HEAD land here.",
-                    headers: ["Allow": "GET, HEAD"])
-            }
+        try landing(request, spendsLinkBudget: true) { key, parameters in
             // The form is the relay's own page; a browser posting it from anywhere else is refused.
             if request.isPostedFromAnotherOrigin(than: publicOrigin) {
                 limits.securityEvents.record(.confirmOrigin)
@@ -102,7 +97,7 @@ final class LandingController: Sendable {
         _ request: RelayRequest, spendsLinkBudget: Bool,
         _ body: (_ key: String, _ parameters: LandingParameters) throws -> Reply
     ) throws -> Reply {
-        let key = request.parameters[0]
+        let key = request.parameters["key"] ?? ""
         guard
             limits.allowLanding(
                 linkKey: spendsLinkBudget ? String(key) : nil, client: { limits.client(request) })
