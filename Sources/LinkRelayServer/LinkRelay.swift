@@ -213,7 +213,8 @@ public func buildLinkRelay(
     let routes = Routes(
         guards: Guards(apiKeys: apiKeys, gate: gate, limits: limits, pages: pages, errors: errors),
         landing: LandingController(
-            service: service, pages: pages, limits: limits, repeatLandings: RepeatLandings(),
+            service: service, metrics: metrics, clock: clock, logger: logger, pages: pages, limits: limits,
+            repeatLandings: RepeatLandings(),
             confirmOnPhone: configuration.confirmOnPhone, integratorName: configuration.integratorName,
             publicURL: configuration.publicURL, deepLinks: configuration.deepLinks),
         channels: channels,

@@ -1,5 +1,6 @@
 import Foundation
 import LinkRelayCore
+import Logging
 import NIOHTTP1
 
 /// `/l/{key}?asc=…&authId=…`: where the phone's browser lands after the Instant Link.
@@ -9,6 +10,9 @@ import NIOHTTP1
 /// HEAD) links, change nothing. A HEAD never changes anything in either mode.
 final class LandingController: Sendable {
     let service: SessionService
+    let metrics: RelayMetrics
+    let clock: any RelayClock
+    let logger: Logger
     let pages: Pages
     let limits: RequestLimits
     let repeatLandings: RepeatLandings
@@ -19,10 +23,14 @@ final class LandingController: Sendable {
     let deepLinks: DeepLinks
 
     init(
-        service: SessionService, pages: Pages, limits: RequestLimits, repeatLandings: RepeatLandings,
+        service: SessionService, metrics: RelayMetrics, clock: any RelayClock, logger: Logger, pages: Pages,
+        limits: RequestLimits, repeatLandings: RepeatLandings,
         confirmOnPhone: Bool, integratorName: String, publicURL: String, deepLinks: DeepLinks = DeepLinks()
     ) {
         self.service = service
+        self.metrics = metrics
+        self.clock = clock
+        self.logger = logger
         self.pages = pages
         self.limits = limits
         self.repeatLandings = repeatLandings
@@ -45,7 +53,7 @@ final class LandingController: Sendable {
         // only show the confirm page, cannot lock the phone out.
         return try landing(request, spendsLinkBudget: !head && !confirmOnPhone) { key, parameters in
             if !head, let rejected = repeatLandings.ended(key: key, authId: parameters.authId) {
-                service.metrics.landingRepeated()
+                metrics.landingRepeated()
                 return .now(pages.final(rejected: rejected))
             }
             return .later { [self] in
@@ -79,7 +87,7 @@ final class LandingController: Sendable {
                     : try await service.reject(linkKey: key, parameters: parameters)
                 switch result {
                 case .accepted, .finalPage, .awaitingConfirmation:
-                    if case .accepted = result { service.metrics.landingAccepted() }
+                    if case .accepted = result { metrics.landingAccepted() }
                     // 303, so that the browser GETs the landing again (R1.8), which shows where things stand.
                     return Answer(
                         status: .seeOther,
@@ -118,7 +126,6 @@ final class LandingController: Sendable {
     private func page(for result: SessionService.LandingResult, _ parameters: LandingParameters, get: Bool) throws
         -> Answer
     {
-        let metrics = service.metrics
         switch result {
         case .accepted(let session):
             if get, !confirmOnPhone { metrics.landingAccepted() }
@@ -149,8 +156,8 @@ final class LandingController: Sendable {
 
     /// Counts and logs a refused landing (a security event, L7.4); never with the authId or the link.
     private func countRefusal(_ reason: LandingRejection) {
-        service.metrics.landingRejected(reason)
-        service.logger.info("Landing refused", metadata: ["reason": .string(reason.rawValue)])
+        metrics.landingRejected(reason)
+        logger.info("Landing refused", metadata: ["reason": .string(reason.rawValue)])
     }
 
     /// The landing's own URL, built from the parsed values only, never from the raw request (R1.1).
@@ -160,7 +167,7 @@ final class LandingController: Sendable {
 
     private func confirmValues(_ session: Session, _ parameters: LandingParameters) -> [String: Any] {
         let started = session.createdAt
-        let minutes = max(0, Int(service.clock.now().timeIntervalSince(started) / 60))
+        let minutes = max(0, Int(clock.now().timeIntervalSince(started) / 60))
         var values: [String: Any] = [
             "integrator": integratorName,
             "startedAt": started.formatted(

@@ -62,7 +62,7 @@ final class SessionsController: Sendable {
         let id = try request.parameter("id")
         return .later { [service] in
             let session = try await service.session(id, of: tenant)
-            let events = try await service.store.events(sessionID: id, after: 0)
+            let events = try await service.events(of: id)
             return .json(SessionView(session, events: events))
         }
     }
@@ -73,7 +73,7 @@ final class SessionsController: Sendable {
         let id = try request.parameter("id")
         return .later { [service] in
             let session = try await service.cancel(sessionID: id, tenant: tenant)
-            let events = try await service.store.events(sessionID: id, after: 0)
+            let events = try await service.events(of: id)
             return .json(SessionView(session, events: events))
         }
     }
@@ -105,7 +105,7 @@ final class SessionsController: Sendable {
             if let caller {
                 stored = try await service.session(id, of: caller.tenant)
             } else {
-                guard let session = try await service.store.session(id: id) else { throw SessionError.notFound }
+                guard let session = try await service.anyTenantsSession(id) else { throw SessionError.notFound }
                 if let refused = gate.refusedOrigin(origin, tenant: session.owner) { throw refused }
                 guard let token, Secrets.constantTimeEquals(token, session.channelToken) else {
                     throw Problem.unauthorized("A valid channel token is required.")
