@@ -122,13 +122,13 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         self.reads = reads
     }
 
-    /// What NIO's decoder keeps of a head, within `ReadClock.maximumHead` on the wire: a line (the
-    /// request line, or one header) of at most 8 KiB, as nginx's `large_client_header_buffers 4 8k`,
-    /// and at most 100 header lines (Apache's `LimitRequestFields`), so that tiny lines cannot make the
-    /// decoder's list of headers larger than the bytes that came.
+    /// What NIO's decoder keeps of a head, within `ReadClock.maximumHead` on the wire: at most that in
+    /// all, and at most 100 header lines (Apache's `LimitRequestFields`), so that tiny lines cannot make
+    /// the decoder's list of headers larger than the bytes that came. One line may take all of it: a
+    /// landing's long, malformed link still gets its friendly page.
     static let headLimits: NIOHTTPDecoderLimitConfiguration = {
         var limits = NIOHTTPDecoderLimitConfiguration()
-        limits.maxHeaderFieldSize = 8 * 1024
+        limits.maxHeaderFieldSize = ReadClock.maximumHead
         limits.maxHeaderListSize = ReadClock.maximumHead
         limits.maxHeaderFieldCount = 100
         return limits
