@@ -1,3 +1,4 @@
+import Foundation
 import LinkRelayTestSupport
 import NIOCore
 import NIOEmbedded
@@ -26,11 +27,15 @@ final class EmbeddedConnection {
 
     /// What the relay wrote since the last call.
     func received() throws -> String {
-        var text = ""
+        String(decoding: try receivedBytes(), as: UTF8.self)
+    }
+
+    func receivedBytes() throws -> [UInt8] {
+        var bytes: [UInt8] = []
         while let part = try channel.readOutbound(as: IOData.self) {
-            if case .byteBuffer(let bytes) = part { text += String(buffer: bytes) }
+            if case .byteBuffer(let buffer) = part { bytes += buffer.readableBytesView }
         }
-        return text
+        return bytes
     }
 
     var isOpen: Bool { channel.isActive }
@@ -208,7 +213,10 @@ struct FrontDoorTests {
         arguments: [
             ("GET /healthz HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "400"),
             ("POST /v1/sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "501"),
-            ("POST /v1/sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", "501"),
+            (
+                "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n",
+                "501"
+            ),
             ("POST /v1/sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", "400"),
         ])
     func transferEncoding(_ request: String, _ status: String) async throws {
@@ -260,5 +268,78 @@ struct FrontDoorTests {
         try connection.send("POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
         Self.expectRefused(try connection.received(), "404")
         #expect(!connection.isOpen)
+    }
+}
+
+/// The desktop's channels on an `EmbeddedChannel`: the front door admits them, `HTTPChannel` answers a
+/// long-poll and streams SSE, and the WebSocket handler takes over the connection, each without a socket.
+@Suite("Channels without a socket")
+struct EmbeddedChannelTests {
+    static let api: HTTPHeaders = ["Authorization": "Bearer \(TestRelay.apiKey)", "Content-Type": "application/json"]
+
+    /// A relay with one session, and the target of its channel `kind` (`poll`, `events`, `ws`) with its token.
+    static func session(_ kind: String) async throws -> (LinkRelay, String) {
+        let relay = try await TestRelay.unstarted()
+        let answer = try #require(
+            await relay.respond(
+                to: RelayRequest(.POST, "/v1/sessions", headers: api, body: #"{"phoneNumber":"2001004014"}"#)))
+        #expect(answer.status == .created)
+        let created = try JSONDecoder().decode(Created.self, from: Data(String(buffer: answer.body).utf8))
+        return (relay, "/v1/sessions/\(created.sessionId)/\(kind)?token=\(created.channel.token)")
+    }
+
+    @Test("A long-poll with timeout 0 is answered from the store, and its connection takes the next request")
+    func longPoll() async throws {
+        let (relay, target) = try await Self.session("poll")
+        let connection = try EmbeddedConnection(relay)
+        try connection.send("GET \(target)&after=0&timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+        // The gate's verdict and the store's events come from the loop's queue.
+        connection.loop.run()
+        let answer = try connection.received()
+        #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
+        let body = try #require(answer.components(separatedBy: "\r\n\r\n").last)
+        let poll = try JSONDecoder().decode(PollAnswer.self, from: Data(body.utf8))
+        #expect(poll.events.first?.seq == 1 && !poll.done)
+        try connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(try connection.received().hasPrefix("HTTP/1.1 200"))
+    }
+
+    @Test("An SSE stream writes its head, its retry hint and the stored events, and ends when the client goes")
+    func eventStream() async throws {
+        let (relay, target) = try await Self.session("events")
+        let connection = try EmbeddedConnection(relay)
+        try connection.send("GET \(target) HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+        connection.loop.run()
+        let stream = try connection.received()
+        #expect(stream.hasPrefix("HTTP/1.1 200") && stream.contains("Content-Type: text/event-stream"), "\(stream)")
+        #expect(stream.contains("retry: 2000\n\n") && stream.contains("id: 1\n"))
+        connection.channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        #expect(!connection.isOpen)
+    }
+
+    @Test(
+        "A WebSocket takes over the connection: 101, the stored events as text, and a frame RFC 6455 forbids closes with 1002"
+    )
+    func webSocket() async throws {
+        let (relay, target) = try await Self.session("ws")
+        let connection = try EmbeddedConnection(relay)
+        try connection.send(
+            "GET \(target) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        connection.loop.run()
+        // The 101, then the events the store holds, as text frames.
+        let written = try connection.receivedBytes()
+        let handshake = try #require(String(decoding: written, as: UTF8.self).components(separatedBy: "\r\n\r\n").first)
+        let frames = Array(written.dropFirst(handshake.utf8.count + 4))
+        #expect(handshake.hasPrefix("HTTP/1.1 101"), "\(handshake)")
+        #expect(handshake.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="))
+        #expect(frames.first == 0x81, "a text frame")
+        #expect(String(decoding: frames, as: UTF8.self).contains("\"seq\":1"))
+        // FIN, RSV1 and text, masked, empty: no extension was negotiated, so RSV1 has no meaning.
+        try connection.channel.writeInbound(ByteBuffer(bytes: [0xC1, 0x80, 0, 0, 0, 0]))
+        var close = ByteBuffer()
+        while var frame = try connection.channel.readOutbound(as: ByteBuffer.self) { close.writeBuffer(&frame) }
+        #expect(close.getBytes(at: 0, length: 4) == [0x88, 0x02, 0x03, 0xEA], "a close frame with 1002")
+        #expect(try await FrontDoorTests.securityEvents(relay, "websocket_protocol_error") == 1)
     }
 }
