@@ -158,6 +158,35 @@ struct FrontDoorTests {
         #expect(connection.isOpen)
     }
 
+    /// Runs the relay's request decoder on each read, as `ByteToMessageHandler` does, and keeps what it
+    /// leaves behind.
+    final class DecoderProbe: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        var decoder = RequestDecoder(limits: FrontDoor.headLimits)
+        var left: ByteBuffer?
+
+        func handlerAdded(context: ChannelHandlerContext) { decoder.decoderAdded(context: context) }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            var buffer = unwrapInboundIn(data)
+            _ = try? decoder.decode(context: context, buffer: &buffer)
+            left = buffer
+        }
+    }
+
+    @Test("A head that has not ended keeps its unfinished line, not the read it came in")
+    func waitingHeadKeepsItsBytes() throws {
+        let probe = DecoderProbe()
+        let channel = EmbeddedChannel(handler: probe)
+        var read = ByteBuffer()
+        read.reserveCapacity(4096)
+        read.writeString("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Unfinished: abc")
+        try channel.writeInbound(read)
+        let left = try #require(probe.left)
+        #expect(String(buffer: left).hasSuffix("abc"))
+        #expect(left.capacity < 64, "\(left.capacity) bytes kept for \(left.readableBytes)")
+    }
+
     // MARK: - bodies, before they are read
 
     @Test(

@@ -147,12 +147,17 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         channel.eventLoop.makeCompletedFuture {
             let reads = ReadClock()
             try channel.pipeline.syncOperations.addHandler(reads)
-            // An upgrade configuration without upgraders: the relay answers WebSocket handshakes itself
-            // (on any request of a connection); it only makes NIO's decoder keep what follows one.
-            try channel.pipeline.syncOperations.configureHTTPServerPipeline(
-                withPipeliningAssistance: true, withServerUpgrade: ([], { _ in }), withErrorHandling: false,
-                withOutboundHeaderValidation: false, withEncoderConfiguration: .init(),
-                withDecoderLimitConfiguration: headLimits)
+            // NIO's HTTP/1 server handlers as `configureHTTPServerPipeline` adds them, with the relay's
+            // decoder: the response encoder, the decoder, the pipelining handler, and an upgrade handler
+            // without upgraders (the relay answers WebSocket handshakes itself, on any request of a
+            // connection). No protocol-error handler: the front door answers what NIO cannot parse.
+            let encoder = HTTPResponseEncoder(configuration: .init())
+            let decoder = ByteToMessageHandler(RequestDecoder(limits: headLimits))
+            let pipelining = HTTPServerPipelineHandler()
+            let upgrades = HTTPServerUpgradeHandler(
+                upgraders: [], httpEncoder: encoder, extraHTTPHandlers: [decoder, pipelining]
+            ) { _ in }
+            try channel.pipeline.syncOperations.addHandlers([encoder, decoder, pipelining, upgrades])
             try channel.pipeline.syncOperations.addHandler(FrontDoor(services: services, reads: reads))
         }
     }
