@@ -239,7 +239,9 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
             guard case .receiving(let incoming) = state else { return }
             guard incoming.append(&bytes) else {
                 // A chunked body past its route's maximum: cut there (one with a length never gets here).
-                return answerEarly(Self.tooLarge(incoming.route), incoming.route?.audience ?? .api, context)
+                return answerEarly(
+                    Self.tooLarge(incoming.route), incoming.route?.audience ?? .api,
+                    head: incoming.request.method == .HEAD, context)
             }
         case .end:
             guard case .receiving(let incoming) = state else { return }
@@ -258,23 +260,24 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     private func received(_ request: RelayRequest, _ route: Route?, _ context: ChannelHandlerContext) {
         var request = request
         let body = Self.body(of: request.head)
+        let head = request.method == .HEAD
         guard let route else {
             let unmatched = services.routes.unmatched(request, errors: services.errors)
-            guard body == .none else { return answerEarly(unmatched, context) }
+            guard body == .none else { return answerEarly(unmatched, head: head, context) }
             state = .receiving(Incoming(request, nil, decided: unmatched))
             return
         }
         if let refused = route.admit(&request) {
-            guard body == .none else { return answerEarly(refused, context) }
+            guard body == .none else { return answerEarly(refused, head: head, context) }
             state = .receiving(Incoming(request, route, decided: refused))
             return
         }
         switch body {
         case .none: break
         case .length(let length) where length > route.maximumBody:
-            return answerEarly(Self.tooLarge(route), route.audience, context)
+            return answerEarly(Self.tooLarge(route), route.audience, head: head, context)
         case .chunked where route.maximumBody == 0:
-            return answerEarly(Self.tooLarge(route), route.audience, context)
+            return answerEarly(Self.tooLarge(route), route.audience, head: head, context)
         case .length, .chunked:
             switch Self.expectation(of: request.head) {
             case .none: break
@@ -283,7 +286,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
                 return answerEarly(
                     Problem(
                         status: .expectationFailed, title: "Expectation Failed",
-                        detail: "The relay meets no expectation but 100-continue."), route.audience, context)
+                        detail: "The relay meets no expectation but 100-continue."), route.audience, head: head, context
+                )
             }
         }
         state = .receiving(Incoming(request, route))
@@ -357,13 +361,16 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         context.writeAndFlush(NIOAny(HTTPServerResponsePart.head(head)), promise: nil)
     }
 
-    private func answerEarly(_ problem: Problem, _ audience: Route.Audience, _ context: ChannelHandlerContext) {
-        answerEarly(services.errors.answer(for: problem, audience: audience), context)
+    private func answerEarly(
+        _ problem: Problem, _ audience: Route.Audience, head: Bool = false, _ context: ChannelHandlerContext
+    ) {
+        answerEarly(services.errors.answer(for: problem, audience: audience), head: head, context)
     }
 
     /// Answers before the request has been read whole, then writes no more and lingers (`discarding`):
     /// what follows on the connection cannot be trusted to be a request, or is a body not read.
-    private func answerEarly(_ answer: Answer, _ context: ChannelHandlerContext) {
+    /// A HEAD (`head`) gets the head a GET would, without the body.
+    private func answerEarly(_ answer: Answer, head isHead: Bool = false, _ context: ChannelHandlerContext) {
         ended()
         let now = context.eventLoop.now
         state = .discarding(since: now)
@@ -371,7 +378,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         let writer = services.writer
         let head = writer.head(answer.status, answer.headers, contentLength: answer.body.readableBytes, closing: true)
         context.write(NIOAny(HTTPServerResponsePart.head(head)), promise: nil)
-        if answer.body.readableBytes > 0 {
+        if !isHead, answer.body.readableBytes > 0 {
             context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(answer.body))), promise: nil)
         }
         let channel = context.channel

@@ -29,10 +29,11 @@ final class ReadClock: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !overflowed else { return }
         lastRead = context.eventLoop.now
         if requestStarted == nil { requestStarted = lastRead }
         requestBytes += unwrapInboundIn(data).readableBytes
+        // Counted still, for the front door's bound on what it drops after its answer.
+        guard !overflowed else { return }
         context.fireChannelRead(data)
         // Counted after the decoder has seen the read: a read may carry a whole head and a body after
         // it. While no head has come of it, every byte since the request began is the head's.
