@@ -26,20 +26,54 @@ public struct LinkRelay: Sendable {
     let running: AsyncStream<Void>
     /// With `--backup-dir`: the SQLite store's backups, written on SIGUSR1.
     var backups: SQLiteBackups? = nil
+    /// With `--metrics-listen`: the operators' listener's table.
+    var metricsRoutes: Routes? = nil
 
-    /// Answers `request` through the route table without a socket, as `FrontDoor` would: a test's way to
-    /// reach a handler. A channel's request opens no channel here: nil.
+    /// Answers `request` through the route table without a socket, as `FrontDoor` would: the route's guard
+    /// first (`Route.admit`), then its handler; a HEAD's answer has the GET's headers and no body. A
+    /// channel's request passes the channel's checks (`ChannelGate`): a refusal, or an answer that opens
+    /// nothing, is returned; a channel that would open is nil (none opens here).
     func respond(to request: RelayRequest) async -> Answer? {
+        var answer = await answer(to: request)
+        if request.method == .HEAD, var head = answer {
+            head.headers.replaceOrAdd(name: "Content-Length", value: String(head.body.readableBytes))
+            head.body.clear()
+            answer = head
+        }
+        return answer
+    }
+
+    private func answer(to request: RelayRequest) async -> Answer? {
         var request = request
-        guard let (route, parameters) = frontDoor.routes.match(request.method, request.path) else {
-            return frontDoor.routes.unmatched(request, errors: frontDoor.errors)
+        let (routes, errors) = (frontDoor.routes, frontDoor.errors)
+        guard let (route, parameters) = routes.match(request.method, request.path) else {
+            return routes.unmatched(request, errors: errors)
         }
         request.parameters = parameters
-        switch route.reply(to: request, errors: frontDoor.errors) {
+        if let refusal = route.admit(&request) { return refusal }
+        switch route.reply(to: request, errors: errors) {
         case .now(let answer): return answer
-        case .channel: return nil
-        case .later(let work): return await route.answer(work, errors: frontDoor.errors)
+        case .later(let work): return await route.answer(work, errors: errors)
+        case .channel(let channel):
+            let opening = await withCheckedContinuation { done in
+                frontDoor.channels.admit(channel) { done.resume(returning: $0) }
+            }
+            switch opening {
+            case .refused(let error, _): return errors.answer(for: error, audience: .api)
+            case .answered(let answer): return answer
+            case .stream(_, _, let slot), .webSocket(_, _, let slot):
+                slot.release()
+                return nil
+            }
         }
+    }
+
+    /// The route table as `linkrelay routes` prints it (`Routes.printed`), then the operators' listener's
+    /// with `--metrics-listen`.
+    public var routeTable: String {
+        let main = frontDoor.routes.printed()
+        guard let metricsRoutes, let listen = configuration.metricsListen else { return main }
+        return main + "\n--metrics-listen \(listen.host):\(listen.port)\n" + metricsRoutes.printed()
     }
 
     /// Returns once every listener is bound (or at once if they already are).
@@ -178,19 +212,21 @@ public func buildLinkRelay(
     let sessions = SessionsController(
         service: service, apiKeys: apiKeys, tenants: configuration.tenants, publicURL: configuration.publicURL,
         limits: limits, gate: gate)
+    let errors = ErrorMapping(pages: pages, logger: logger)
     let routes = Routes(
+        guards: Guards(apiKeys: apiKeys, gate: gate, limits: limits, pages: pages, errors: errors),
         landing: LandingController(
-            service: service, pages: pages, limits: limits, repeatLandings: RepeatLandings(),
+            service: service, metrics: metrics, clock: clock, logger: logger, pages: pages, limits: limits,
+            repeatLandings: RepeatLandings(),
             confirmOnPhone: configuration.confirmOnPhone, integratorName: configuration.integratorName,
             publicURL: configuration.publicURL, deepLinks: configuration.deepLinks),
         channels: channels,
         sessions: sessions,
-        webhooks: WebhooksController(sender: webhookSender) { try sessions.authorize($0) },
+        webhooks: WebhooksController(sender: webhookSender),
         operations: operations,
         opsPage: OpsPage(
             metrics: metrics, live: liveSessions, sharedStore: postgres != nil, breaker: breaker,
-            webhooks: webhookSender,
-            apiKeys: apiKeys, pages: pages, limits: limits, clock: clock),
+            webhooks: webhookSender, pages: pages, clock: clock),
         pages: pages,
         demo: sandbox.map {
             DemoController(
@@ -207,7 +243,7 @@ public func buildLinkRelay(
         hub: hub, store: store, clock: clock, metrics: metrics, writer: writer, securityEvents: securityEvents)
     func frontDoorServices(_ routes: Routes) -> FrontDoor.Services {
         FrontDoor.Services(
-            routes: routes, errors: ErrorMapping(pages: pages, logger: logger), channels: channels,
+            routes: routes, errors: errors, channels: channels,
             channelServices: channelServices, securityEvents: securityEvents,
             headerTimeout: .seconds(Int64(configuration.headerTimeout)),
             bodyTimeout: .seconds(Int64(configuration.bodyTimeout)))
@@ -225,10 +261,11 @@ public func buildLinkRelay(
         }
     }
     // Operators' scrapes on an address of their own: few connections, no per-address cap.
+    let metricsRoutes = Routes(operations: operations)
     let metricsServer = configuration.metricsListen.map { listen in
         RelayServer(
             host: listen.host, port: listen.port, maxConnections: 64, perAddress: nil,
-            frontDoor: frontDoorServices(Routes(operations: operations)), logger: logger
+            frontDoor: frontDoorServices(metricsRoutes), logger: logger
         ) { channel in
             logger.notice("Metrics listening", metadata: ["address": "\(channel.localAddress.map { "\($0)" } ?? "?")"])
             bound()
@@ -273,5 +310,5 @@ public func buildLinkRelay(
     return LinkRelay(
         configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
         store: store, parts: parts, clock: clock, frontDoor: frontDoor, hub: hub, draining: draining, running: running,
-        backups: backups)
+        backups: backups, metricsRoutes: configuration.metricsListen == nil ? nil : metricsRoutes)
 }

@@ -12,7 +12,7 @@ struct LinkRelayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "linkrelay",
         abstract: "Relays Prove Instant Link taps from phones to waiting desktop browsers.",
-        subcommands: [Serve.self, CheckLink.self, Sandbox.self, StoreCommand.self],
+        subcommands: [Serve.self, CheckLink.self, Sandbox.self, StoreCommand.self, RoutesCommand.self],
         defaultSubcommand: Serve.self)
 
     /// Runs Swift's tasks on NIO's event loops (the ones the server's connections use) instead of

@@ -200,7 +200,7 @@ struct RetentionTests {
             let swept = await harness.sweeper.sweep()
             #expect(swept.sessions == 7)
             #expect(swept.messages == 7)
-            let counted = String(decoding: service.metrics.registry.emitToBuffer(), as: UTF8.self)
+            let counted = String(decoding: harness.sweeper.metrics.registry.emitToBuffer(), as: UTF8.self)
             #expect(counted.contains(#"linkrelay_retention_total{what="sessions"} 7"#))
             #expect(counted.contains(#"linkrelay_retention_total{what="webhook_messages"} 7"#))
             for session in ended {

@@ -309,7 +309,10 @@ enum InProcess {
         let channel = NIOAsyncTestingChannel()
         channel.localAddress = try SocketAddress(ipAddress: "127.0.0.1", port: relay.configuration.port)
         let services = relay.frontDoor
-        try await channel.testingEventLoop.executeInContext { FrontDoor.configure(channel, services: services) }.get()
+        try await channel.testingEventLoop.executeInContext {
+            try channel.pipeline.syncOperations.addHandler(HalfCloseAsClose())
+            return FrontDoor.configure(channel, services: services)
+        }.get()
         try await channel.connect(to: peer).get()
         return channel
     }
@@ -346,6 +349,17 @@ enum InProcess {
         let answer = try #require(try reader.answer(), "the connection closed before a whole answer")
         try? await channel.close()
         return answer
+    }
+}
+
+/// A testing channel cannot close only its output, as the front door does after an early answer (to
+/// read and drop what the client still sends): closed whole instead, the client sees the end of the
+/// answer as it would on a socket, and the test sends nothing after.
+final class HalfCloseAsClose: ChannelOutboundHandler, Sendable {
+    typealias OutboundIn = Any
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        context.close(mode: mode == .output ? .all : mode, promise: promise)
     }
 }
 

@@ -62,7 +62,8 @@ struct ChannelGate: Sendable {
             guard let session else { throw SessionError.notFound }
             let origin = request.headers.first(name: "Origin")
             if let refused = refusedOrigin(origin, tenant: session.owner) { throw refused }
-            guard let token = try request.queryItem("token") ?? request.bearerToken,
+            // The token as the route's guard read it (`Route.Guard.channelToken`).
+            guard case .channelToken(let presented) = request.credential, let token = presented,
                 Secrets.constantTimeEquals(token, session.channelToken)
             else {
                 throw Problem.unauthorized("A valid channel token is required.")

@@ -30,7 +30,7 @@ final class ChannelsController: Sendable {
     /// The handler of a channel route of `transport`.
     func open(_ transport: ChannelTransport) -> @Sendable (RelayRequest) throws -> Reply {
         { request in
-            .channel(ChannelRequest(sessionID: String(request.parameters[0]), transport: transport, request: request))
+            .channel(ChannelRequest(sessionID: try request.parameter("id"), transport: transport, request: request))
         }
     }
 
@@ -61,6 +61,14 @@ final class ChannelsController: Sendable {
             var headers = admission.headers
             headers.add(name: "Cache-Control", value: "no-store")
             return .answered(Answer(status: .noContent, headers: headers))
+        }
+        // A HEAD (the GET's, from the route table) opens nothing: the head the channel would start with.
+        if request.method == .HEAD {
+            var headers = admission.headers
+            headers.add(
+                name: "Content-Type", value: channel.transport == .sse ? "text/event-stream" : "application/json")
+            headers.add(name: "Cache-Control", value: "no-store")
+            return .answered(Answer(status: .ok, headers: headers))
         }
         guard let slot = limits.openChannel(sessionID: admission.session.id, client: limits.client(request)) else {
             return .refused(LimitExceeded(), closes: upgrading)

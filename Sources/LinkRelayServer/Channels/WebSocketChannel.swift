@@ -73,7 +73,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
             pipeline.removeHandler(try pipeline.handler(type: HTTPResponseEncoder.self), promise: nil)
             // Last, so that what the client sent after its request reaches the frame decoder.
             pipeline.removeHandler(
-                try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self), promise: nil)
+                try pipeline.handler(type: ByteToMessageHandler<RequestDecoder>.self), promise: nil)
         } catch {
             slot.release()
             context.close(promise: nil)

@@ -155,7 +155,7 @@ final class DemoController: Sendable {
     /// own, so a session ID alone shows no one's details.
     private func prefillSession(_ form: Substring) async throws -> Session? {
         guard let id = try Self.field("session", in: form), let token = try Self.field("token", in: form),
-            let session = try await service.store.session(id: id), session.flow == .prefill,
+            let session = try await service.anyTenantsSession(id), session.flow == .prefill,
             Secrets.constantTimeEquals(token, session.channelToken)
         else { return nil }
         return session

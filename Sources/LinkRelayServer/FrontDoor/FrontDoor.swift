@@ -52,20 +52,37 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     private final class Incoming {
         var request: RelayRequest
         let route: Route?
+        /// The answer decided from the head alone, for a request without a body (the guard's refusal):
+        /// written at the request's end, so that the connection may take the next one.
+        let decided: Answer?
+        /// The body bytes that have come.
+        private(set) var received = 0
+        /// The head's size as sent without extra whitespace: worked out only for a body that takes more
+        /// than one read, to tell its framing from its bytes.
+        lazy var headBytes: Int = {
+            let head = request.head
+            return head.headers.reduce(head.method.rawValue.utf8.count + head.uri.utf8.count + 14) {
+                $0 + $1.name.utf8.count + $1.value.utf8.count + 4
+            }
+        }()
+        /// The bytes read for this request that are neither its head nor its body: a chunked body's
+        /// chunk sizes, extensions, line ends and trailers.
+        func framing(_ requestBytes: Int) -> Int { requestBytes - headBytes - received }
 
-        init(_ request: RelayRequest, _ route: Route?) {
+        init(_ request: RelayRequest, _ route: Route?, decided: Answer? = nil) {
             self.request = request
             self.route = route
+            self.decided = decided
         }
 
-        /// Keeps the body up to the route's maximum; past it, the handler gets nil.
-        func append(_ bytes: inout ByteBuffer) {
+        /// Keeps the body; false once it is past the route's maximum (nothing more is kept).
+        func append(_ bytes: inout ByteBuffer) -> Bool {
+            received += bytes.readableBytes
             // Taken out while it grows, so that the write does not copy it.
-            guard var body = request.body.take(),
-                body.readableBytes + bytes.readableBytes <= route?.maximumBody ?? 0
-            else { return }
+            guard received <= route?.maximumBody ?? 0, var body = request.body.take() else { return false }
             body.writeBuffer(&bytes)
             request.body = body
+            return true
         }
     }
 
@@ -79,6 +96,12 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         case answering(keepAlive: Bool, task: Task<Void, Never>?)
         /// A long-poll or SSE channel holds the answer open.
         case channel(HTTPChannel)
+        /// An answer went out before the request was read whole (a refusal from its head, a body over
+        /// its limit): the relay writes no more, and reads and drops what the client still sends until
+        /// it closes, for at most `lingerTimeout` after `since` and `lingerBytes`, as nginx's lingering
+        /// close does. Closing on bytes not yet read would reset the connection, and a reset can reach
+        /// the client before it has read the answer.
+        case discarding(since: NIODeadline)
         /// The connection has closed: what is still on its way is dropped.
         case closed
     }
@@ -87,7 +110,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     private let reads: ReadClock
     private var state = State.idle
     /// Since when the connection has been between requests.
-    private var idleSince = NIODeadline.now()
+    private var idleSince = NIODeadline.uptimeNanoseconds(0)
     /// A request has been answered on this connection.
     private var served = false
     /// The one timer of the connection (`checkTimeouts`) and when it fires; nil while a channel or an
@@ -99,23 +122,49 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         self.reads = reads
     }
 
+    /// What NIO's decoder keeps of a head, within `ReadClock.maximumHead` on the wire: at most that in
+    /// all, and at most 100 header lines (Apache's `LimitRequestFields`), so that tiny lines cannot make
+    /// the decoder's list of headers larger than the bytes that came. One line may take all of it: a
+    /// landing's long, malformed link still gets its friendly page.
+    static let headLimits: NIOHTTPDecoderLimitConfiguration = {
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderFieldSize = ReadClock.maximumHead
+        limits.maxHeaderListSize = ReadClock.maximumHead
+        limits.maxHeaderFieldCount = 100
+        return limits
+    }()
+
+    /// The most bytes of a chunked body's framing (chunk sizes, extensions, line ends, trailers): far
+    /// more than a sender of a few chunks needs, and a cap on chunk extensions and on bodies sent in
+    /// 1-byte chunks (about 800 of them).
+    static let maximumFraming = 4 * 1024
+    /// After an early answer (`discarding`): the most bytes read and dropped, and for how long.
+    static let lingerBytes = 64 * 1024
+    static let lingerTimeout = TimeAmount.seconds(2)
+
     /// NIO's HTTP/1 handlers, a read clock and a front door on a new connection.
     static func configure(_ channel: any Channel, services: Services) -> EventLoopFuture<Void> {
         channel.eventLoop.makeCompletedFuture {
             let reads = ReadClock()
             try channel.pipeline.syncOperations.addHandler(reads)
-            // An upgrade configuration without upgraders: the relay answers WebSocket handshakes itself
-            // (on any request of a connection); it only makes NIO's decoder keep what follows one.
-            try channel.pipeline.syncOperations.configureHTTPServerPipeline(
-                withPipeliningAssistance: true, withServerUpgrade: ([], { _ in }), withErrorHandling: false,
-                withOutboundHeaderValidation: false, withEncoderConfiguration: .init(),
-                withDecoderLimitConfiguration: .init())
+            // NIO's HTTP/1 server handlers as `configureHTTPServerPipeline` adds them, with the relay's
+            // decoder: the response encoder, the decoder, the pipelining handler, and an upgrade handler
+            // without upgraders (the relay answers WebSocket handshakes itself, on any request of a
+            // connection). No protocol-error handler: the front door answers what NIO cannot parse.
+            let encoder = HTTPResponseEncoder(configuration: .init())
+            let decoder = ByteToMessageHandler(RequestDecoder(limits: headLimits))
+            let pipelining = HTTPServerPipelineHandler()
+            let upgrades = HTTPServerUpgradeHandler(
+                upgraders: [], httpEncoder: encoder, extraHTTPHandlers: [decoder, pipelining]
+            ) { _ in }
+            try channel.pipeline.syncOperations.addHandlers([encoder, decoder, pipelining, upgrades])
             try channel.pipeline.syncOperations.addHandler(FrontDoor(services: services, reads: reads))
         }
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         // A new connection sends its first request's head within the header timeout.
+        idleSince = context.eventLoop.now
         schedule(by: idleSince + services.headerTimeout, context)
     }
 
@@ -123,14 +172,15 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
 
     /// The connection's deadline in its current state: between requests, the idle timeout (the header
     /// timeout before its first request, or once a head has begun to arrive); while a body arrives, the
-    /// body timeout after the last read. None while an answer or a channel has the connection. The
-    /// event says whether passing it is a client's fault worth counting.
+    /// body timeout after the last read; after an early answer, the linger. None while an answer or a
+    /// channel has the connection. The event says whether passing it is a client's fault worth counting.
     private func deadline() -> (NIODeadline, SecurityEvents.Event?)? {
         switch state {
         case .idle:
             if let started = reads.requestStarted { return (started + services.headerTimeout, .headerTimeout) }
             return (idleSince + (served ? services.idleTimeout : services.headerTimeout), nil)
         case .receiving: return (reads.lastRead + services.bodyTimeout, .bodyTimeout)
+        case .discarding(let since): return (since + Self.lingerTimeout, nil)
         case .answering, .channel, .closed: return nil
         }
     }
@@ -151,12 +201,23 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     private func checkTimeouts(_ context: ChannelHandlerContext) {
         timer = nil
         guard let (due, event) = deadline() else { return }
-        guard due <= .now() else { return schedule(by: due, context) }
+        guard due <= context.eventLoop.now else { return schedule(by: due, context) }
         if let event { services.securityEvents.record(event) }
         close(context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        switch state {
+        case .receiving(let incoming) where incoming.framing(reads.requestBytes) > Self.maximumFraming:
+            // Chunk sizes and extensions past any body's need: the body is not read further.
+            answerEarly(
+                Problem.badRequest("The body's chunked framing is larger than the relay reads."),
+                incoming.route?.audience ?? .api, context)
+        case .discarding where reads.requestBytes > Self.lingerBytes:
+            return close(context)
+        case .idle, .receiving, .discarding, .answering, .channel, .closed:
+            break
+        }
         // A head or a body that did not come whole in this read: its timeout runs.
         if let (due, event) = deadline(), event != nil { schedule(by: due, context) }
         context.fireChannelReadComplete()
@@ -168,23 +229,109 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             guard case .idle = state else { return }
-            if let refusal = Self.refusal(of: head) { return refuse(refusal, context) }
+            reads.headReceived()
+            if let refusal = Self.refusal(of: head) { return answerEarly(refusal, .api, context) }
             var request = RelayRequest(head: head, peer: context.channel.remoteAddress)
             let match = services.routes.match(head.method, request.path)
-            request.parameters = match?.parameters ?? []
-            state = .receiving(Incoming(request, match?.route))
+            request.parameters = match?.parameters ?? RouteParameters()
+            received(request, match?.route, context)
         case .body(var bytes):
             guard case .receiving(let incoming) = state else { return }
-            incoming.append(&bytes)
+            guard incoming.append(&bytes) else {
+                // A chunked body past its route's maximum: cut there (one with a length never gets here).
+                return answerEarly(
+                    Self.tooLarge(incoming.route), incoming.route?.audience ?? .api,
+                    head: incoming.request.method == .HEAD, context)
+            }
         case .end:
             guard case .receiving(let incoming) = state else { return }
             reads.requestEnded()
+            if let decided = incoming.decided {
+                return respond(decided, head: incoming.request.method == .HEAD, incoming.request.keepAlive, context)
+            }
             dispatch(incoming.request, incoming.route, context)
         }
     }
 
+    /// A request's head has come and its route is known: what can be decided before any of its body is
+    /// read is decided here. The route's guard (`Route.admit`) goes first; then a body the route does not
+    /// take, or a declared length past its maximum, is refused (413); then an `Expect: 100-continue` is
+    /// answered with 100, and the body is read.
+    private func received(_ request: RelayRequest, _ route: Route?, _ context: ChannelHandlerContext) {
+        var request = request
+        let body = Self.body(of: request.head)
+        let head = request.method == .HEAD
+        guard let route else {
+            let unmatched = services.routes.unmatched(request, errors: services.errors)
+            guard body == .none else { return answerEarly(unmatched, head: head, context) }
+            state = .receiving(Incoming(request, nil, decided: unmatched))
+            return
+        }
+        if let refused = route.admit(&request) {
+            guard body == .none else { return answerEarly(refused, head: head, context) }
+            state = .receiving(Incoming(request, route, decided: refused))
+            return
+        }
+        switch body {
+        case .none: break
+        case .length(let length) where length > route.maximumBody:
+            return answerEarly(Self.tooLarge(route), route.audience, head: head, context)
+        case .chunked where route.maximumBody == 0:
+            return answerEarly(Self.tooLarge(route), route.audience, head: head, context)
+        case .length, .chunked:
+            switch Self.expectation(of: request.head) {
+            case .none: break
+            case .continue: writeContinue(context)
+            case .unknown:
+                return answerEarly(
+                    Problem(
+                        status: .expectationFailed, title: "Expectation Failed",
+                        detail: "The relay meets no expectation but 100-continue."), route.audience, head: head, context
+                )
+            }
+        }
+        state = .receiving(Incoming(request, route))
+    }
+
+    /// How a request's body is framed, as NIO's decoder has read its head (which refuses a
+    /// `Transfer-Encoding` whose last coding is not chunked, and a length beside one).
+    enum Body: Equatable {
+        case none
+        case length(Int)
+        case chunked
+    }
+
+    static func body(of head: HTTPRequestHead) -> Body {
+        if head.headers.contains(name: "Transfer-Encoding") { return .chunked }
+        guard let value = head.headers.first(name: "Content-Length") else { return .none }
+        // The decoder has checked that it is a number; one too large for an Int is past every limit.
+        let length = Int(value.trimmingCharacters(in: .whitespaces)) ?? .max
+        return length == 0 ? .none : .length(length)
+    }
+
+    enum Expectation {
+        case none
+        case `continue`
+        case unknown
+    }
+
+    /// RFC 9110 §10.1.1: `100-continue` is the only expectation; an HTTP/1.0 request's is ignored.
+    static func expectation(of head: HTTPRequestHead) -> Expectation {
+        let values = head.headers[canonicalForm: "Expect"]
+        guard !values.isEmpty, head.version != .http1_0 else { return .none }
+        return values.allSatisfy { $0.lowercased() == "100-continue" } ? .continue : .unknown
+    }
+
+    static func tooLarge(_ route: Route?) -> Problem {
+        Problem(
+            status: .payloadTooLarge, title: "Content Too Large",
+            detail: "This request takes at most \(route?.maximumBody ?? 0) bytes of body.")
+    }
+
     /// A request no route may see (RFC 9112): an HTTP/1.1 one without exactly one `Host` (§3.2), a
-    /// `CONNECT` (the relay is no proxy, and an answer to it has no framing a client can rely on).
+    /// `CONNECT` (the relay is no proxy, and an answer to it has no framing a client can rely on), an
+    /// HTTP/1.0 one with `Transfer-Encoding`, whose framing §6.1 says to treat as faulty, and a transfer
+    /// coding the relay does not decode (any but chunked: 501, §6.1).
     static func refusal(of head: HTTPRequestHead) -> Problem? {
         if head.method == .CONNECT {
             return Problem(
@@ -194,24 +341,65 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         if head.version == .http1_1, head.headers[canonicalForm: "Host"].count != 1 {
             return Problem.badRequest("An HTTP/1.1 request carries exactly one Host header.")
         }
+        let codings = head.headers[canonicalForm: "Transfer-Encoding"]
+        if !codings.isEmpty {
+            if head.version == .http1_0 {
+                return Problem.badRequest("An HTTP/1.0 request has no Transfer-Encoding.")
+            }
+            if codings.contains(where: { $0.lowercased() != "chunked" }) {
+                return Problem(
+                    status: .notImplemented, title: "Not Implemented",
+                    detail: "The relay decodes no transfer coding but chunked.")
+            }
+        }
         return nil
     }
 
-    /// Answers a request that cannot be served, then closes: what follows it on the connection cannot
-    /// be trusted to be a request.
-    private func refuse(_ problem: Problem, _ context: ChannelHandlerContext) {
-        state = .answering(keepAlive: false, task: nil)
-        respond(services.errors.answer(for: problem, audience: .api), head: false, false, context)
+    /// The interim answer to `Expect: 100-continue`: the client may send its body.
+    private func writeContinue(_ context: ChannelHandlerContext) {
+        let head = HTTPResponseHead(version: .http1_1, status: .continue)
+        context.writeAndFlush(NIOAny(HTTPServerResponsePart.head(head)), promise: nil)
     }
 
-    /// NIO's decoder could not read a request (a bad chunk size, a malformed head): one 400, then the
-    /// connection closes. Whatever was under way for it is dropped. Any other error (a reset, a write
-    /// that failed) leaves no one to answer, and NIO takes no answer outside a request: only a close.
+    private func answerEarly(
+        _ problem: Problem, _ audience: Route.Audience, head: Bool = false, _ context: ChannelHandlerContext
+    ) {
+        answerEarly(services.errors.answer(for: problem, audience: audience), head: head, context)
+    }
+
+    /// Answers before the request has been read whole, then writes no more and lingers (`discarding`):
+    /// what follows on the connection cannot be trusted to be a request, or is a body not read.
+    /// A HEAD (`head`) gets the head a GET would, without the body.
+    private func answerEarly(_ answer: Answer, head isHead: Bool = false, _ context: ChannelHandlerContext) {
+        ended()
+        let now = context.eventLoop.now
+        state = .discarding(since: now)
+        schedule(by: now + Self.lingerTimeout, context)
+        let writer = services.writer
+        let head = writer.head(answer.status, answer.headers, contentLength: answer.body.readableBytes, closing: true)
+        context.write(NIOAny(HTTPServerResponsePart.head(head)), promise: nil)
+        if !isHead, answer.body.readableBytes > 0 {
+            context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(answer.body))), promise: nil)
+        }
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil))).whenComplete { _ in
+            channel.close(mode: .output, promise: nil)
+        }
+    }
+
+    /// NIO's decoder could not read a request (a bad chunk size, a malformed head), or the head went past
+    /// its limits (431): one answer, then the connection closes. Whatever was under way for it is
+    /// dropped. Any other error (a reset, a write that failed) leaves no one to answer, and NIO takes no
+    /// answer outside a request: only a close.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch state {
         case .idle where error is HTTPParserError, .receiving where error is HTTPParserError:
-            ended()
-            services.writer.write(Answer(status: .badRequest), keepAlive: false, to: context)
+            let status: HTTPResponseStatus =
+                error as? HTTPParserError == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
+            answerEarly(Answer(status: status), context)
+        case .discarding:
+            // What the decoder makes of the bytes dropped after an early answer does not matter.
+            break
         case .idle, .receiving, .answering, .channel, .closed:
             close(context)
         }
@@ -250,7 +438,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         switch state {
         case .channel(let channel): channel.close()
         case .answering(_, let task): task?.cancel()
-        case .idle, .receiving, .closed: break
+        case .idle, .receiving, .discarding, .closed: break
         }
         state = .closed
     }
@@ -315,7 +503,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     private func becomeIdle(_ context: ChannelHandlerContext) {
         state = .idle
         served = true
-        idleSince = .now()
+        idleSince = context.eventLoop.now
         schedule(by: idleSince + services.idleTimeout, context)
     }
 

@@ -8,6 +8,8 @@ struct PathPattern: Sendable, ExpressibleByStringLiteral, CustomStringConvertibl
 
     private let segments: [Segment]
     let description: String
+    /// The names of the `{name}` segments, in order.
+    let parameterNames: [String]
 
     init(stringLiteral pattern: String) {
         description = pattern
@@ -16,11 +18,7 @@ struct PathPattern: Sendable, ExpressibleByStringLiteral, CustomStringConvertibl
             if part.hasPrefix("{"), part.hasSuffix("}") { return .parameter(String(part.dropFirst().dropLast())) }
             return .literal(Array(part.utf8))
         }
-    }
-
-    /// The names of the `{name}` segments, in order.
-    var parameterNames: [String] {
-        segments.compactMap { if case .parameter(let name) = $0 { name } else { nil } }
+        parameterNames = segments.compactMap { if case .parameter(let name) = $0 { name } else { nil } }
     }
 
     /// The `{name}` segments of `path`, in order, or nil when it does not match. A `{name}` never matches

@@ -2,8 +2,8 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// One request as the front door read it, whole: NIO's HTTP/1 head, the peer, the body, and what its
-/// route captured from the path.
+/// One request as the front door read it, whole: NIO's HTTP/1 head, the peer, the body, what its route
+/// captured from the path, and what its route's guard established (`Route.admit`).
 struct RelayRequest: Sendable {
     let head: HTTPRequestHead
     let peer: SocketAddress?
@@ -14,8 +14,10 @@ struct RelayRequest: Sendable {
     let query: Substring?
     /// The body, or nil when it was larger than its route reads (`Route.maximumBody`).
     var body: ByteBuffer? = ByteBuffer()
-    /// The path's `{name}` segments, in the order the route's pattern names them.
-    var parameters: [Substring] = []
+    /// The path's `{name}` segments, by name (`parameters["id"]`).
+    var parameters = RouteParameters()
+    /// Who is asking, as the route's guard established it; `.none` on a route open to anyone.
+    var credential = Credential.none
 
     init(head: HTTPRequestHead, peer: SocketAddress?) {
         self.head = head
@@ -66,11 +68,54 @@ struct RelayRequest: Sendable {
         return !(origin == "null" && headers.first(name: "Sec-Fetch-Site") == "same-origin")
     }
 
+    /// The path segment the route's pattern names `{name}`. A route's pattern names what its handler
+    /// reads, so a name it lacks is a table's mistake, answered as an unknown resource.
+    func parameter(_ name: String) throws(Problem) -> String {
+        guard let value = parameters[name] else { throw Problem.notFound() }
+        return String(value)
+    }
+
+    /// The API key's caller the route's guard established. A route that reads it without the guard
+    /// (a table's mistake) answers 401, as a request without a key would.
+    func caller() throws(Problem) -> APIKeys.Caller {
+        guard case .apiKey(let caller) = credential else { throw Problem.unauthorized() }
+        return caller
+    }
+
     /// The token after `Bearer ` in the Authorization header.
     var bearerToken: String? {
         guard let value = headers.first(name: "Authorization"), value.utf8.count > 7,
             value.prefix(7).lowercased() == "bearer "
         else { return nil }
         return String(value.dropFirst(7))
+    }
+}
+
+/// What a route's guard established about who is asking (`Route.Guard`).
+enum Credential: Sendable, Equatable {
+    /// No guard ran: the route is open to anyone.
+    case none
+    /// A configured API key (the API's Bearer token, or the ops page's Basic password).
+    case apiKey(APIKeys.Caller)
+    /// A channel token as presented (`?token=`, else the Bearer token), from an origin some tenant allows;
+    /// nil when none was. `ChannelGate` (a channel) or the finish hook compares it with the session's
+    /// once the session is read, so that an unknown session is a 404 before a missing token is a 401.
+    case channelToken(String?)
+}
+
+/// The `{name}` segments of a request's path, by name: the names are the route pattern's (shared, not
+/// copied per request), the values slices of the request's path.
+struct RouteParameters: Sendable {
+    private let names: [String]
+    private let values: [Substring]
+
+    init(names: [String] = [], values: [Substring] = []) {
+        self.names = names
+        self.values = values
+    }
+
+    subscript(name: String) -> Substring? {
+        guard let index = names.firstIndex(of: name), index < values.count else { return nil }
+        return values[index]
     }
 }

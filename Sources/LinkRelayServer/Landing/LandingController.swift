@@ -1,5 +1,6 @@
 import Foundation
 import LinkRelayCore
+import Logging
 import NIOHTTP1
 
 /// `/l/{key}?asc=…&authId=…`: where the phone's browser lands after the Instant Link.
@@ -9,6 +10,9 @@ import NIOHTTP1
 /// HEAD) links, change nothing. A HEAD never changes anything in either mode.
 final class LandingController: Sendable {
     let service: SessionService
+    let metrics: RelayMetrics
+    let clock: any RelayClock
+    let logger: Logger
     let pages: Pages
     let limits: RequestLimits
     let repeatLandings: RepeatLandings
@@ -19,10 +23,14 @@ final class LandingController: Sendable {
     let deepLinks: DeepLinks
 
     init(
-        service: SessionService, pages: Pages, limits: RequestLimits, repeatLandings: RepeatLandings,
+        service: SessionService, metrics: RelayMetrics, clock: any RelayClock, logger: Logger, pages: Pages,
+        limits: RequestLimits, repeatLandings: RepeatLandings,
         confirmOnPhone: Bool, integratorName: String, publicURL: String, deepLinks: DeepLinks = DeepLinks()
     ) {
         self.service = service
+        self.metrics = metrics
+        self.clock = clock
+        self.logger = logger
         self.pages = pages
         self.limits = limits
         self.repeatLandings = repeatLandings
@@ -45,7 +53,7 @@ final class LandingController: Sendable {
         // only show the confirm page, cannot lock the phone out.
         return try landing(request, spendsLinkBudget: !head && !confirmOnPhone) { key, parameters in
             if !head, let rejected = repeatLandings.ended(key: key, authId: parameters.authId) {
-                service.metrics.landingRepeated()
+                metrics.landingRepeated()
                 return .now(pages.final(rejected: rejected))
             }
             return .later { [self] in
@@ -58,16 +66,11 @@ final class LandingController: Sendable {
         }
     }
 
-    /// `POST /l/{key}`, the confirm page's buttons: `choice=confirm` counts as the tap, `choice=reject`
-    /// ends the session. Either way the answer is a 303 back to the landing's GET, which shows where
-    /// things stand.
+    /// `POST /l/{key}`, the confirm page's buttons (a route only with `--confirm-on-phone`; without it
+    /// the table answers 405): `choice=confirm` counts as the tap, `choice=reject` ends the session.
+    /// Either way the answer is a 303 back to the landing's GET, which shows where things stand.
     func confirm(_ request: RelayRequest) throws -> Reply {
-        try landing(request, spendsLinkBudget: confirmOnPhone) { key, parameters in
-            guard confirmOnPhone else {
-                throw Problem(
-                    status: .methodNotAllowed, title: "Method Not Allowed", detail: "Only GET and HEAD land here.",
-                    headers: ["Allow": "GET, HEAD"])
-            }
+        try landing(request, spendsLinkBudget: true) { key, parameters in
             // The form is the relay's own page; a browser posting it from anywhere else is refused.
             if request.isPostedFromAnotherOrigin(than: publicOrigin) {
                 limits.securityEvents.record(.confirmOrigin)
@@ -84,7 +87,7 @@ final class LandingController: Sendable {
                     : try await service.reject(linkKey: key, parameters: parameters)
                 switch result {
                 case .accepted, .finalPage, .awaitingConfirmation:
-                    if case .accepted = result { service.metrics.landingAccepted() }
+                    if case .accepted = result { metrics.landingAccepted() }
                     // 303, so that the browser GETs the landing again (R1.8), which shows where things stand.
                     return Answer(
                         status: .seeOther,
@@ -102,7 +105,7 @@ final class LandingController: Sendable {
         _ request: RelayRequest, spendsLinkBudget: Bool,
         _ body: (_ key: String, _ parameters: LandingParameters) throws -> Reply
     ) throws -> Reply {
-        let key = request.parameters[0]
+        let key = request.parameters["key"] ?? ""
         guard
             limits.allowLanding(
                 linkKey: spendsLinkBudget ? String(key) : nil, client: { limits.client(request) })
@@ -123,7 +126,6 @@ final class LandingController: Sendable {
     private func page(for result: SessionService.LandingResult, _ parameters: LandingParameters, get: Bool) throws
         -> Answer
     {
-        let metrics = service.metrics
         switch result {
         case .accepted(let session):
             if get, !confirmOnPhone { metrics.landingAccepted() }
@@ -154,8 +156,8 @@ final class LandingController: Sendable {
 
     /// Counts and logs a refused landing (a security event, L7.4); never with the authId or the link.
     private func countRefusal(_ reason: LandingRejection) {
-        service.metrics.landingRejected(reason)
-        service.logger.info("Landing refused", metadata: ["reason": .string(reason.rawValue)])
+        metrics.landingRejected(reason)
+        logger.info("Landing refused", metadata: ["reason": .string(reason.rawValue)])
     }
 
     /// The landing's own URL, built from the parsed values only, never from the raw request (R1.1).
@@ -165,7 +167,7 @@ final class LandingController: Sendable {
 
     private func confirmValues(_ session: Session, _ parameters: LandingParameters) -> [String: Any] {
         let started = session.createdAt
-        let minutes = max(0, Int(service.clock.now().timeIntervalSince(started) / 60))
+        let minutes = max(0, Int(clock.now().timeIntervalSince(started) / 60))
         var values: [String: Any] = [
             "integrator": integratorName,
             "startedAt": started.formatted(

@@ -19,9 +19,7 @@ final class OpsPage: Sendable {
     let sharedStore: Bool
     let breaker: CircuitBreaker
     let webhooks: WebhookSender?
-    let apiKeys: APIKeys
     let pages: Pages
-    let limits: RequestLimits
     let clock: any RelayClock
 
     static let realm = "LinkRelay ops"
@@ -30,36 +28,22 @@ final class OpsPage: Sendable {
 
     init(
         metrics: RelayMetrics, live: LiveSessions, sharedStore: Bool, breaker: CircuitBreaker,
-        webhooks: WebhookSender?, apiKeys: APIKeys, pages: Pages, limits: RequestLimits, clock: any RelayClock
+        webhooks: WebhookSender?, pages: Pages, clock: any RelayClock
     ) {
         self.metrics = metrics
         self.live = live
         self.sharedStore = sharedStore
         self.breaker = breaker
         self.webhooks = webhooks
-        self.apiKeys = apiKeys
         self.pages = pages
-        self.limits = limits
         self.clock = clock
     }
 
-    /// `GET /ops[?refresh=S]`: every request spends a token of the client's ops limit; without the
-    /// password (a key of the `default` tenant: the operators'; another tenant's sees no aggregate), 401
-    /// with a Basic challenge (counted as a security event); else the page, refreshed every S seconds (10
-    /// by default, held to 2...300).
+    /// `GET /ops[?refresh=S]`, behind the route's guard (`Route.Guard.opsBasic`: every request spends a
+    /// token of the client's ops limit; without the password, a key of the `default` tenant, the
+    /// operators', 401 with a Basic challenge, counted as a security event; another tenant's sees no
+    /// aggregate): the page, refreshed every S seconds (10 by default, held to 2...300).
     func show(_ request: RelayRequest) throws -> Reply {
-        guard limits.allowOps(client: limits.client(request)) else {
-            return .now(pages.page("ops-signin", ["busy": true], status: .tooManyRequests))
-        }
-        guard let password = Self.basicPassword(request.headers),
-            apiKeys.caller(password)?.tenant == Tenant.defaultName
-        else {
-            limits.securityEvents.record(.opsUnauthorized)
-            return .now(
-                pages.page(
-                    "ops-signin", status: .unauthorized,
-                    headers: ["WWW-Authenticate": "Basic realm=\"\(Self.realm)\", charset=\"UTF-8\""]))
-        }
         let asked = try request.queryItem("refresh").flatMap { Int($0) } ?? Self.defaultRefresh
         let refresh = min(max(asked, Self.refreshRange.lowerBound), Self.refreshRange.upperBound)
         return .later { [self] in

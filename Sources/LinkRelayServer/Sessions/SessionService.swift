@@ -9,12 +9,12 @@ import ProveAPI
 /// channels through the bus. What differs between providers is in the flows (`SessionFlow`); asking the
 /// provider for a result is the verifier's (`Verifier`), which records what it learns here.
 final class SessionService: Sendable {
-    let store: any SessionStore & ClusterClaims
+    private let store: any SessionStore & ClusterClaims
     private let bus: any EventBus
     private let flows: Flows
-    let clock: any RelayClock
-    let metrics: RelayMetrics
-    let logger: Logger
+    private let clock: any RelayClock
+    private let metrics: RelayMetrics
+    private let logger: Logger
     private let publicURL: String
     private let defaultHold: Int
     /// The verifier's queue: a landing, a finish or a start without a link asks it to ask the provider.
@@ -415,6 +415,17 @@ final class SessionService: Sendable {
         metrics.sessionEnded("cancelled", tenant: tenant)
         logger.info("Session cancelled", metadata: ["session": .string(sessionID)])
         return session
+    }
+
+    /// The session's events, in order: for an answer about a session its caller may see.
+    func events(of sessionID: String) async throws -> [SessionEvent] {
+        try await store.events(sessionID: sessionID, after: 0)
+    }
+
+    /// The session, whichever tenant's: for a caller that proves itself with the session's own channel
+    /// token (which it then checks), never with an API key.
+    func anyTenantsSession(_ id: String) async throws -> Session? {
+        try await store.session(id: id)
     }
 
     /// The session when it is `tenant`'s; another tenant's is `notFound`, exactly as an unknown id, after

@@ -4,8 +4,9 @@ import LinkRelayCore
 import NIOCore
 import NIOHTTP1
 
-/// The server-to-server API: create, read and cancel sessions (`Authorization: Bearer <api key>`).
-/// Every route that names a session answers another tenant's as an unknown one (404).
+/// The server-to-server API: create, read and cancel sessions (`Authorization: Bearer <api key>`: each
+/// route's guard, `Route.Guard.apiKey`, establishes the caller). Every route that names a session answers
+/// another tenant's as an unknown one (404).
 final class SessionsController: Sendable {
     let service: SessionService
     let apiKeys: APIKeys
@@ -33,13 +34,8 @@ final class SessionsController: Sendable {
 
     /// `POST /v1/sessions`.
     func create(_ request: RelayRequest) throws -> Reply {
-        let caller = try authorize(request)
+        let caller = try request.caller()
         guard limits.allowCreate(keyIndex: caller.keyIndex) else { throw LimitExceeded() }
-        if let type = request.headers.first(name: "Content-Type"), !type.lowercased().hasPrefix("application/json") {
-            throw Problem(
-                status: .unsupportedMediaType, title: "Unsupported Media Type",
-                detail: "Send the body as application/json.")
-        }
         let input = try CreateSessionRequest.validate(
             try Self.jsonBody(request), maximumHold: RelayConfiguration.maximumHold
         ).get()
@@ -62,22 +58,22 @@ final class SessionsController: Sendable {
 
     /// `GET /v1/sessions/{id}`.
     func show(_ request: RelayRequest) throws -> Reply {
-        let tenant = try authorize(request).tenant
-        let id = String(request.parameters[0])
+        let tenant = try request.caller().tenant
+        let id = try request.parameter("id")
         return .later { [service] in
             let session = try await service.session(id, of: tenant)
-            let events = try await service.store.events(sessionID: id, after: 0)
+            let events = try await service.events(of: id)
             return .json(SessionView(session, events: events))
         }
     }
 
     /// `POST /v1/sessions/{id}/cancel`.
     func cancel(_ request: RelayRequest) throws -> Reply {
-        let tenant = try authorize(request).tenant
-        let id = String(request.parameters[0])
+        let tenant = try request.caller().tenant
+        let id = try request.parameter("id")
         return .later { [service] in
             let session = try await service.cancel(sessionID: id, tenant: tenant)
-            let events = try await service.store.events(sessionID: id, after: 0)
+            let events = try await service.events(of: id)
             return .json(SessionView(session, events: events))
         }
     }
@@ -86,34 +82,21 @@ final class SessionsController: Sendable {
     static let maximumFinishBody = 2048
 
     /// `POST /v1/sessions/{id}/finish` (API.md v1.1): by the backend with the API key, or by the page
-    /// or the app with the channel token (and `Origin` checked as for channels). An optional
-    /// `redirectUrl`, checked by the landing's rules, must be this session's link; its `authId` is
-    /// recorded. Answers 202 while the session is live, 200 once it has ended. Its errors carry the
-    /// CORS headers of an allowed origin, so that a page of that origin can read them. With an API key,
-    /// another tenant's session is unknown (404); with the channel token, the origin must be one of the
-    /// session's tenant's.
+    /// or the app with the channel token (the route's guard, `apiKeyOrChannelToken`, has checked that an
+    /// `Origin` is some tenant's and that one of the two came). An optional `redirectUrl`, checked by the
+    /// landing's rules, must be this session's link; its `authId` is recorded. Answers 202 while the
+    /// session is live, 200 once it has ended. Its errors carry the CORS headers of an allowed origin (the
+    /// route's `cors`), so that a page of that origin can read them. With an API key, another tenant's
+    /// session is unknown (404); with the channel token, the origin must be one of the session's tenant's.
     func finish(_ request: RelayRequest) throws -> Reply {
-        let origin = request.headers.first(name: "Origin")
-        do {
-            let reply = try finishing(request)
-            guard case .later(let work) = reply else { return reply }
-            return .later { [gate] in
-                do { return try await work() } catch { throw gate.readable(error, origin: origin) }
-            }
-        } catch {
-            throw gate.readable(error, origin: origin)
+        let id = try request.parameter("id")
+        let (caller, token): (APIKeys.Caller?, String?)
+        switch request.credential {
+        case .apiKey(let key): (caller, token) = (key, nil)
+        case .channelToken(let presented): (caller, token) = (nil, presented)
+        case .none: throw Problem.unauthorized("The API key or the channel token is required.")
         }
-    }
-
-    private func finishing(_ request: RelayRequest) throws -> Reply {
-        let id = String(request.parameters[0])
-        let caller = request.bearerToken.flatMap(apiKeys.caller)
-        let token = caller != nil ? nil : try request.queryItem("token") ?? request.bearerToken
         let origin = request.headers.first(name: "Origin")
-        if caller == nil {
-            if let refused = gate.refusedOrigin(origin) { throw refused }
-            guard token != nil else { throw Problem.unauthorized("The API key or the channel token is required.") }
-        }
         guard limits.allowFinish(sessionID: id) else { throw LimitExceeded() }
         let redirect = try Self.finishRedirect(request.body)
         return .later { [service, gate] in
@@ -122,7 +105,7 @@ final class SessionsController: Sendable {
             if let caller {
                 stored = try await service.session(id, of: caller.tenant)
             } else {
-                guard let session = try await service.store.session(id: id) else { throw SessionError.notFound }
+                guard let session = try await service.anyTenantsSession(id) else { throw SessionError.notFound }
                 if let refused = gate.refusedOrigin(origin, tenant: session.owner) { throw refused }
                 guard let token, Secrets.constantTimeEquals(token, session.channelToken) else {
                     throw Problem.unauthorized("A valid channel token is required.")
@@ -151,8 +134,8 @@ final class SessionsController: Sendable {
 
     /// `POST /v1/sessions/{id}/bind` (API key), body `{"phoneNumber"?}` (the session's when absent).
     func bind(_ request: RelayRequest) throws -> Reply {
-        let tenant = try authorize(request).tenant
-        let id = String(request.parameters[0])
+        let tenant = try request.caller().tenant
+        let id = try request.parameter("id")
         var phoneNumber: String?
         if let value = try Self.onlyField("phoneNumber", of: request.body) {
             guard let phone = value as? String, (1...20).contains(phone.count),
@@ -167,8 +150,8 @@ final class SessionsController: Sendable {
 
     /// `POST /v1/sessions/{id}/challenge` (API key), body `{"dob"}`, `{"ssn"}` or nothing (the create's).
     func challenge(_ request: RelayRequest) throws -> Reply {
-        let tenant = try authorize(request).tenant
-        let id = String(request.parameters[0])
+        let tenant = try request.caller().tenant
+        let id = try request.parameter("id")
         let input = try PrefillStepBody.challenge(try Self.jsonBody(request)).get()
         return .later { [service] in
             let answer = try await service.challenge(sessionID: id, tenant: tenant, input)
@@ -181,8 +164,8 @@ final class SessionsController: Sendable {
 
     /// `POST /v1/sessions/{id}/complete` (API key), body `{"individual":{…}}`.
     func complete(_ request: RelayRequest) throws -> Reply {
-        let tenant = try authorize(request).tenant
-        let id = String(request.parameters[0])
+        let tenant = try request.caller().tenant
+        let id = try request.parameter("id")
         let individual = try PrefillStepBody.complete(try Self.jsonBody(request)).get()
         return .later { [service] in
             let answer = try await service.complete(sessionID: id, tenant: tenant, individual)
@@ -212,9 +195,4 @@ final class SessionsController: Sendable {
         return object[name]
     }
 
-    /// Who the request's API key is; every key is compared, in constant time.
-    func authorize(_ request: RelayRequest) throws -> APIKeys.Caller {
-        guard let caller = request.bearerToken.flatMap(apiKeys.caller) else { throw Problem.unauthorized() }
-        return caller
-    }
 }

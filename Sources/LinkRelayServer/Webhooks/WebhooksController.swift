@@ -1,16 +1,14 @@
 import Foundation
 import LinkRelayCore
 
-/// `GET /v1/webhooks/messages` and `POST /v1/webhooks/messages/{id}/retry` (API key): what the outbox
-/// holds of the caller's tenant, and one of its messages sent again now. 404 while the tenant has no
+/// `GET /v1/webhooks/messages` and `POST /v1/webhooks/messages/{id}/retry` (API key, the routes' guard
+/// establishes the caller): what the outbox holds of the caller's tenant, and one of its messages sent again now. 404 while the tenant has no
 /// webhook; another tenant's message id is unknown (404).
 final class WebhooksController: Sendable {
     let sender: WebhookSender?
-    let authorize: @Sendable (RelayRequest) throws -> APIKeys.Caller
 
-    init(sender: WebhookSender?, authorize: @escaping @Sendable (RelayRequest) throws -> APIKeys.Caller) {
+    init(sender: WebhookSender?) {
         self.sender = sender
-        self.authorize = authorize
     }
 
     static let defaultLimit = 100
@@ -42,7 +40,7 @@ final class WebhooksController: Sendable {
     /// Makes the message pending and due now, whatever its state, and wakes the sender: 202.
     func retry(_ request: RelayRequest) throws -> Reply {
         let (sender, tenant) = try configured(request)
-        let id = String(request.parameters[0])
+        let id = try request.parameter("id")
         return .later {
             guard let message = try await sender.outbox.retryWebhook(id: id, tenant: tenant, now: sender.clock.now())
             else {
@@ -54,7 +52,7 @@ final class WebhooksController: Sendable {
     }
 
     private func configured(_ request: RelayRequest) throws -> (WebhookSender, tenant: String) {
-        let tenant = try authorize(request).tenant
+        let tenant = try request.caller().tenant
         guard let sender, sender.lanes.contains(where: { $0.tenant == tenant }) else {
             throw Problem.notFound(
                 "No webhook URL is configured for this tenant (--webhook-url, or its entry in --tenants).")

@@ -1,0 +1,1 @@
+../../../../Sources/LinkRelayServer/FrontDoor/PathPattern.swift
