@@ -287,4 +287,32 @@ struct ChannelAuthTests {
             #expect(events.map(\.type) == ["waiting", "cancelled"])
         }
     }
+
+    /// `DuplicateInputTests.channelQueries` for the WebSocket: on a socket, since a refused upgrade may
+    /// keep its connection until the idle timeout, which an in-process connection's clock never reaches.
+    static let duplicateQueries: [(query: String, name: String)] = [
+        ("token=T&token=T", "token"),
+        ("token=T&after=0&%61fter=5", "after"),
+    ]
+
+    @Test("A WebSocket whose token or after is given twice is 400 and does not open", arguments: duplicateQueries)
+    func duplicateParameters(_ channel: (query: String, name: String)) async throws {
+        try await TestRelay.run(socket: true) { relay in
+            let created = try await relay.createSession()
+            let query = channel.query.replacingOccurrences(of: "=T", with: "=" + created.channel.token)
+            let path = "/v1/sessions/\(created.sessionId)/ws?\(query)"
+            let port = try #require(URLComponents(string: relay.base)?.port)
+            let answer = try await relay.rawExchange(
+                "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                    + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+            #expect(answer.hasPrefix("HTTP/1.1 400"), "answered \(answer.prefix(40))")
+            #expect(answer.contains("\(channel.name) appears more than once"))
+            #expect(!answer.contains("Sec-WebSocket-Accept") && !answer.contains("waiting"))
+            // The same channel with the parameter once opens.
+            let once = try await relay.request(
+                .GET, created.channel.poll + "?to%6Ben=\(created.channel.token)&timeout=0")
+            #expect(once.status == 200)
+            #expect(try once.json(PollAnswer.self).events.map(\.type) == ["waiting"])
+        }
+    }
 }
