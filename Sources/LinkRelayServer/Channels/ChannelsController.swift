@@ -41,7 +41,7 @@ final class ChannelsController: Sendable {
 
     private func opening(_ channel: ChannelRequest, _ verdict: ChannelGate.Verdict) -> Opening {
         let request = channel.request
-        let upgrading = request.headers.contains(name: "Upgrade")
+        let upgrading = request.asksForUpgrade
         let origin = request.headers.first(name: "Origin")
         let admission: ChannelAdmission
         switch verdict {

@@ -55,8 +55,12 @@ struct RelayRequest: Sendable {
     }
 
     /// A request whose client wants the connection kept open after the answer (HTTP/1.1 unless it
-    /// says `close`, HTTP/1.0 only when it says `keep-alive`).
-    var keepAlive: Bool { head.isKeepAlive }
+    /// says `close`, HTTP/1.0 only when it says `keep-alive`), and may have it: NIO's decoder reads
+    /// nothing after a request that asks for an upgrade, so an answer that is not the upgrade ends it.
+    var keepAlive: Bool { head.isKeepAlive && !asksForUpgrade }
+
+    /// The request asks to switch protocols (`Upgrade`, a WebSocket's opening).
+    var asksForUpgrade: Bool { headers.contains(name: "Upgrade") }
 
     /// Whether a browser posted this form from a page that is not the relay's (`publicOrigin`). Browsers
     /// send `Origin` on a POST. The relay's pages have `Referrer-Policy: no-referrer`, under which a browser
