@@ -35,18 +35,6 @@ final class OffsetClock: Sendable {
     }
 }
 
-func withHTTPClient<T>(_ body: (HTTPClient) async throws -> T) async throws -> T {
-    let client = HTTPClient(eventLoopGroupProvider: .singleton)
-    do {
-        let result = try await body(client)
-        try await client.shutdown()
-        return result
-    } catch {
-        try? await client.shutdown()
-        throw error
-    }
-}
-
 /// Serves `sandbox` live on an ephemeral port, as `linkrelay sandbox` does; `body` gets the base URL of its
 /// Prove API.
 func withLiveSandbox<T: Sendable>(

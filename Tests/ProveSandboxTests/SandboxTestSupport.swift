@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import LinkRelayTestSupport
 import NIOCore
 import NIOHTTP1
 import ProveAPI
@@ -188,7 +189,7 @@ struct LiveSandboxClient: SandboxTestClient {
     let port: Int
 
     func execute(uri: String, method: Method, headers: Fields, body: ByteBuffer) async throws -> TestResponse {
-        try await withHTTPClient { http in
+        try await withHTTPClient(followingRedirects: false) { http in
             var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(uri)")
             request.method = HTTPMethod(rawValue: method.rawValue)
             for (name, value) in headers.values { request.headers.add(name: name, value: value) }
@@ -198,20 +199,5 @@ struct LiveSandboxClient: SandboxTestClient {
                 status: response.status, headers: Fields(response.headers.map { ($0.name, $0.value) }),
                 body: try await response.body.collect(upTo: 1 << 20))
         }
-    }
-}
-
-/// A client of its own, which does not follow redirects (the link page's 302 is what tests look at), shut
-/// down after `body`: its connections close.
-func withHTTPClient<T>(_ body: (HTTPClient) async throws -> T) async throws -> T {
-    let client = HTTPClient(
-        eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
-    do {
-        let result = try await body(client)
-        try await client.shutdown()
-        return result
-    } catch {
-        try? await client.shutdown()
-        throw error
     }
 }
