@@ -121,6 +121,13 @@ struct ConfirmModeTests {
             #expect(relay.logs.all.contains { $0.contains("Confirm form refused") && !$0.contains("127.0.0.1") })
             #expect(try await post(relay, url, choice: "maybe").status == 400)
             #expect(try await post(relay, url + "x", choice: "confirm").status == 400, "a bad authId")
+            // A form past the 256 bytes the route reads: 413, refused from its head, with the page that says
+            // to open the link again (not that the relay failed).
+            let large = try await relay.request(
+                .POST, url, headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                body: "choice=confirm&pad=" + String(repeating: "x", count: 300))
+            #expect(large.status == 413)
+            #expect(large.body.contains("This link is not valid") && !large.body.contains("on our side"))
             #expect(try await relay.session(created.sessionId).events.map(\.type) == ["waiting"])
         }
         try await TestRelay.run { relay in

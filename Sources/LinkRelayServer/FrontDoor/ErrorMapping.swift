@@ -65,6 +65,9 @@ final class ErrorMapping: Sendable {
             case .conflict: "error-used"
             case .gone: "error-expired"
             case .tooManyRequests: "error-busy"
+            // The rest of what a phone's own request gets wrong (a form too large, a head too long): open
+            // the link again.
+            case let status where status.code < 500: "error-bad-link"
             default: "error-unavailable"
             }
         return pages.page(template, status: problem.status, headers: problem.headers)
