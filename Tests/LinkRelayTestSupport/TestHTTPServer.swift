@@ -59,7 +59,7 @@ public enum TestHTTPServer {
                 }
             }
         guard let port = listener.channel.localAddress?.port else { throw ChannelError.unknownLocalAddress }
-        return try await withThrowingTaskGroup(of: T?.self) { group in
+        return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withDiscardingTaskGroup { connections in
                     try? await listener.executeThenClose { inbound in
@@ -67,17 +67,22 @@ public enum TestHTTPServer {
                             connections.addTask { await serveConnection(connection, handler) }
                         }
                     }
+                    // Requests still being answered (a handler that never answers) end with the server.
+                    connections.cancelAll()
                 }
-                return nil
             }
+            let outcome: Result<T, any Error>
             do {
-                let result = try await body(port)
-                group.cancelAll()
-                return result
+                outcome = .success(try await body(port))
             } catch {
-                group.cancelAll()
-                throw error
+                outcome = .failure(error)
             }
+            // Closing the listener, rather than cancelling its loop, ends its stream only once every
+            // accepted connection has been handed out: each then closes through its own
+            // `executeThenClose` (NIO traps on a connection's writer dropped unfinished).
+            try? await listener.channel.close()
+            try await group.waitForAll()
+            return try outcome.get()
         }
     }
 
