@@ -160,7 +160,8 @@ final class SQLiteSessionStore: RelayStore {
         } catch {
             // E.g. a file with tables of another program's. What was opened is closed: SQLiteNIO stops the
             // process when a connection is dropped unclosed.
-            try? await closeAll([checkpointConnection].compactMap { $0 } + readers, checkpointThread, writer)
+            try? await closeAll(
+                ([checkpointConnection].compactMap { $0 } + readers).map { $0.close }, checkpointThread, writer)
             throw error
         }
     }
@@ -434,18 +435,21 @@ final class SQLiteSessionStore: RelayStore {
         checkpointing.cancel()
         await checkpointing.value
         // Should one fail, the sync's files stay open: closing them would drop that connection's locks.
-        try await Self.closeAll(
-            [checkpointer.connection] + readers.map(\.connection), checkpointer.thread, writer)
+        // Each reader closes under its lock: a read still under way finishes first (closing a connection
+        // while a statement is prepared on it is a use after free in SQLite).
+        let readers: [@Sendable () async throws -> Void] = readers.map { reader in
+            { try await reader.lock.withLock { try await reader.connection.close() } }
+        }
+        try await Self.closeAll([checkpointer.connection.close] + readers, checkpointer.thread, writer)
         checkpointer.files.closeAll()
     }
 
-    /// Closes the connections, then `thread` (the checkpoint's), then the writer, each whatever the others
-    /// did; throws the first failure.
+    /// Closes the connections (`closes`), then `thread` (the checkpoint's), then the writer, each whatever
+    /// the others did; throws the first failure.
     private static func closeAll(
-        _ connections: [SQLiteConnection], _ thread: NIOThreadPool, _ writer: SQLiteWriter
+        _ closes: [@Sendable () async throws -> Void], _ thread: NIOThreadPool, _ writer: SQLiteWriter
     ) async throws {
-        var steps: [@Sendable () async throws -> Void] = connections.map { $0.close }
-        steps += [thread.shutdownGracefully, writer.close]
+        let steps = closes + [thread.shutdownGracefully, writer.close]
         var failure: (any Error)?
         for step in steps {
             do { try await step() } catch { failure = failure ?? error }
