@@ -59,7 +59,7 @@ public struct LinkRelay: Sendable {
                 frontDoor.channels.admit(channel) { done.resume(returning: $0) }
             }
             switch opening {
-            case .refused(let error, _): return errors.answer(for: error, audience: .api)
+            case .refused(let error): return errors.answer(for: error, audience: .api)
             case .answered(let answer): return answer
             case .stream(_, _, let slot), .webSocket(_, _, let slot):
                 slot.release()

@@ -18,9 +18,9 @@ final class ChannelsController: Sendable {
 
     /// What a channel's request turns into, once checked.
     enum Opening: Sendable {
-        /// Refused (or a plain GET on `/ws`), for this reason. `closes`: the request asked for an upgrade,
-        /// and NIO's decoder reads nothing after one, so the connection ends with the answer.
-        case refused(any Error, closes: Bool)
+        /// Refused (or a plain GET on `/ws`), for this reason. A refused upgrade closes its connection
+        /// (`RelayRequest.keepAlive`).
+        case refused(any Error)
         /// Nothing to open: this answer says so.
         case answered(Answer)
         case webSocket(key: String, ChannelAdmission, ChannelSlot)
@@ -41,11 +41,10 @@ final class ChannelsController: Sendable {
 
     private func opening(_ channel: ChannelRequest, _ verdict: ChannelGate.Verdict) -> Opening {
         let request = channel.request
-        let upgrading = request.asksForUpgrade
         let origin = request.headers.first(name: "Origin")
         let admission: ChannelAdmission
         switch verdict {
-        case .failure(let error): return .refused(gate.readable(error, origin: origin), closes: upgrading)
+        case .failure(let error): return .refused(gate.readable(error, origin: origin))
         case .success(let admitted): admission = admitted
         }
         let webSocketKey = channel.transport == .websocket ? Self.webSocketKey(request.headers) : nil
@@ -53,7 +52,7 @@ final class ChannelsController: Sendable {
             let problem = Problem(
                 status: .upgradeRequired, title: "Upgrade Required", detail: "Open this URL as a WebSocket.",
                 headers: ["Upgrade": "websocket"])
-            return .refused(gate.readable(problem, origin: origin), closes: upgrading)
+            return .refused(gate.readable(problem, origin: origin))
         }
         // An EventSource reconnects by itself after the stream ended, with the terminal event's id: 204
         // is what stops it (HTML, "Server-sent events"), where an empty stream would bring it back.
@@ -71,7 +70,7 @@ final class ChannelsController: Sendable {
             return .answered(Answer(status: .ok, headers: headers))
         }
         guard let slot = limits.openChannel(sessionID: admission.session.id, client: limits.client(request)) else {
-            return .refused(LimitExceeded(), closes: upgrading)
+            return .refused(LimitExceeded())
         }
         if let webSocketKey { return .webSocket(key: webSocketKey, admission, slot) }
         return .stream(channel.transport, admission, slot)

@@ -516,8 +516,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         switch opening {
-        case .refused(let error, let closes):
-            respond(services.errors.answer(for: error, audience: .api), head: false, keepAlive && !closes, context)
+        case .refused(let error):
+            respond(services.errors.answer(for: error, audience: .api), head: false, keepAlive, context)
         case .answered(let answer):
             respond(answer, head: false, keepAlive, context)
         case .webSocket(let key, let admission, let slot):
