@@ -14,6 +14,8 @@ plus a few, so that neither closes the heads while they are measured (`linkrelay
     python3 Benchmarks/heads.py --bin .build/release/linkrelay
     python3 Benchmarks/heads.py --bin .build/release/linkrelay --malloc-tuning on
     python3 Benchmarks/heads.py --bin /path/to/old/linkrelay      # the before, same sitting
+    python3 Benchmarks/heads.py --bin .build/release/linkrelay --padding Origin --head-bytes 16000
+                                                   # the most of a head the relay keeps: 16 KiB of lines it reads
 
 Prints one JSON object: rss_idle_mib, rss_open_mib, rss_after_mib, open (connections still open when
 measured), after_vs_idle (rss_after / rss_idle). Needs nothing beyond Python 3's standard library.
@@ -35,12 +37,12 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def head(size):
-    """A request head of `size` bytes that stops before its blank line."""
+def head(size, padding):
+    """A request head of `size` bytes that stops before its blank line, padded with `padding` lines."""
     text = "GET /healthz HTTP/1.1\r\nHost: relay.example\r\n"
     index = 0
     while len(text) < size:
-        line = f"X-Pad-{index:03}: "
+        line = f"{padding}: " if padding != "X-Pad" else f"X-Pad-{index:03}: "
         room = size - len(text) - len(line) - 2
         if room <= 0:
             break
@@ -69,6 +71,9 @@ def main():
     parser.add_argument("--count", type=int, default=1800)
     parser.add_argument("--head-bytes", type=int, default=32 * 1024 - 256,
                         help="bytes of each unfinished head (default just under the relay's 32 KiB)")
+    parser.add_argument("--padding", default="X-Pad",
+                        help="the padding lines' header: X-Pad (numbered, lines the relay drops) or one it keeps, "
+                             "such as Origin, with --head-bytes 16000 (the most it keeps of a head)")
     parser.add_argument("--after", type=float, default=60, help="seconds after the close to read memory again")
     parser.add_argument("--malloc-tuning", choices=["on", "off"], default="off")
     args = parser.parse_args()
@@ -96,7 +101,7 @@ def main():
         time.sleep(2)
         idle = rss_mib(relay.pid)
 
-        payload = head(args.head_bytes)
+        payload = head(args.head_bytes, args.padding)
         connections = []
         for _ in range(args.count):
             connection = socket.create_connection(("127.0.0.1", port))
@@ -119,7 +124,7 @@ def main():
         after = rss_mib(relay.pid)
         print(json.dumps({
             "bin": args.bin, "malloc_tuning": args.malloc_tuning, "count": args.count,
-            "head_bytes": len(payload), "open": still_open, "rss_idle_mib": round(idle, 1),
+            "head_bytes": len(payload), "padding": args.padding, "open": still_open, "rss_idle_mib": round(idle, 1),
             "rss_open_mib": round(opened, 1), "rss_after_mib": round(after, 1),
             "after_vs_idle": round(after / idle, 3),
         }))

@@ -57,17 +57,17 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         let decided: Answer?
         /// The body bytes that have come.
         private(set) var received = 0
-        /// The head's size as sent without extra whitespace: worked out only for a body that takes more
-        /// than one read, to tell its framing from its bytes.
+        /// The head's size as the decoder got it (`HeadFilter` drops lines), without extra whitespace:
+        /// worked out only for a body that takes more than one read, to tell its framing from its bytes.
         lazy var headBytes: Int = {
             let head = request.head
             return head.headers.reduce(head.method.rawValue.utf8.count + head.uri.utf8.count + 14) {
                 $0 + $1.name.utf8.count + $1.value.utf8.count + 4
             }
         }()
-        /// The bytes read for this request that are neither its head nor its body: a chunked body's
+        /// The bytes decoded for this request that are neither its head nor its body: a chunked body's
         /// chunk sizes, extensions, line ends and trailers.
-        func framing(_ requestBytes: Int) -> Int { requestBytes - headBytes - received }
+        func framing(_ decodedBytes: Int) -> Int { decodedBytes - headBytes - received }
 
         init(_ request: RelayRequest, _ route: Route?, decided: Answer? = nil) {
             self.request = request
@@ -123,9 +123,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     /// What NIO's decoder keeps of a head, within `ReadClock.maximumHead` on the wire: at most that in
-    /// all, and at most 100 header lines (Apache's `LimitRequestFields`), so that tiny lines cannot make
-    /// the decoder's list of headers larger than the bytes that came. One line may take all of it: a
-    /// landing's long, malformed link still gets its friendly page.
+    /// all, and at most 100 header lines. `HeadFilter` keeps it to less where it can follow the framing;
+    /// these bound the heads it passes whole (after a chunked body on the same connection).
     static let headLimits: NIOHTTPDecoderLimitConfiguration = {
         var limits = NIOHTTPDecoderLimitConfiguration()
         limits.maxHeaderFieldSize = ReadClock.maximumHead
@@ -208,7 +207,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         switch state {
-        case .receiving(let incoming) where incoming.framing(reads.requestBytes) > Self.maximumFraming:
+        case .receiving(let incoming) where incoming.framing(reads.decodedBytes) > Self.maximumFraming:
             // Chunk sizes and extensions past any body's need: the body is not read further.
             answerEarly(
                 Problem.badRequest("The body's chunked framing is larger than the relay reads."),

@@ -2,10 +2,12 @@ import NIOCore
 import NIOHTTP1
 
 /// First on a connection's pipeline, before HTTP is decoded: when bytes arrive and how many, for the
-/// front door's timeouts and bounds. One clock read per socket read, from the connection's event loop
-/// (`EventLoop.now`), so that a test on an `EmbeddedEventLoop` moves it with `advanceTime(by:)`.
+/// front door's timeouts and bounds, and what of them reaches the decoder (`HeadFilter`). One clock read
+/// per socket read, from the connection's event loop (`EventLoop.now`), so that a test on an
+/// `EmbeddedEventLoop` moves it with `advanceTime(by:)`.
 final class ReadClock: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
 
     /// The most bytes a request's head may take on the wire, its line ends included: nginx's
     /// `large_client_header_buffers 4 8k`.
@@ -19,10 +21,14 @@ final class ReadClock: ChannelInboundHandler, RemovableChannelHandler {
     /// The bytes read since then: the request's head, and once it has come, its body with the body's
     /// framing (chunk sizes, extensions, trailers).
     private(set) var requestBytes = 0
+    /// Of those, the bytes the decoder got: the head without the lines `HeadFilter` dropped.
+    private(set) var decodedBytes = 0
+    private var filter = HeadFilter()
     /// The front door has not yet had the request's head.
     private var awaitingHead = true
-    /// The head went past `maximumHead`: what follows is dropped, the front door answers 431 and closes.
-    private var overflowed = false
+    /// The head went past `maximumHead`, or `HeadFilter` refused it: what follows is dropped, the front
+    /// door answers (431 or 400) and closes.
+    private var refused = false
 
     func handlerAdded(context: ChannelHandlerContext) {
         lastRead = context.eventLoop.now
@@ -31,14 +37,24 @@ final class ReadClock: ChannelInboundHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         lastRead = context.eventLoop.now
         if requestStarted == nil { requestStarted = lastRead }
-        requestBytes += unwrapInboundIn(data).readableBytes
+        let read = unwrapInboundIn(data)
+        requestBytes += read.readableBytes
         // Counted still, for the front door's bound on what it drops after its answer.
-        guard !overflowed else { return }
-        context.fireChannelRead(data)
+        guard !refused else { return }
+        do {
+            let decoded = try filter.filter(read)
+            decodedBytes += decoded.readableBytes
+            if decoded.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(decoded)) }
+        } catch {
+            refused = true
+            let refusal = error as? HeadFilter.Failure == .tooLarge
+            context.fireErrorCaught(refusal ? HTTPParserError.headerOverflow : HTTPParserError.invalidHeaderToken)
+            return
+        }
         // Counted after the decoder has seen the read: a read may carry a whole head and a body after
         // it. While no head has come of it, every byte since the request began is the head's.
         if awaitingHead, requestBytes > Self.maximumHead {
-            overflowed = true
+            refused = true
             context.fireErrorCaught(HTTPParserError.headerOverflow)
         }
     }
@@ -51,6 +67,7 @@ final class ReadClock: ChannelInboundHandler, RemovableChannelHandler {
     func requestEnded() {
         requestStarted = nil
         requestBytes = 0
+        decodedBytes = 0
         awaitingHead = true
     }
 }
