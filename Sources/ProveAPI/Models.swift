@@ -128,9 +128,25 @@ public struct UnifyStatusResponse: Codable, Sendable, Equatable {
         self.clientRequestId = clientRequestId
         self.evaluation = evaluation
     }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        success = try container.decode(String.self, forKey: .success)
+        phoneNumber = try container.decodeIfPresent(String.self, forKey: .phoneNumber)
+        proveId = try container.decodeIfPresent(String.self, forKey: .proveId)
+        deviceId = try container.decodeIfPresent(String.self, forKey: .deviceId)
+        clientHumanId = try container.decodeIfPresent(String.self, forKey: .clientHumanId)
+        clientRequestId = try container.decodeIfPresent(String.self, forKey: .clientRequestId)
+        evaluation = container.decodeEvaluation(forKey: .evaluation)
+    }
 }
 
 /// One category of the Global Fraud Policy `evaluation` map (prove-api.md §5).
+///
+/// Prove's SDKs treat `evaluation` as an open map ("upcoming field, not yet enabled" on some routes), so
+/// its decoding never fails an answer: a category that is not an object keeps its value as `result`,
+/// a reason that is not a string keeps its JSON text, and an `evaluation` that is not a map is left out
+/// (`decodeEvaluation`).
 public struct EvaluationCategory: Codable, Sendable, Equatable {
     public var result: String
     public var failureReasons: [String: String]?
@@ -138,6 +154,45 @@ public struct EvaluationCategory: Codable, Sendable, Equatable {
     public init(result: String, failureReasons: [String: String]? = nil) {
         self.result = result
         self.failureReasons = failureReasons
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case result, failureReasons
+    }
+
+    public init(from decoder: any Decoder) throws {
+        guard let container = try? decoder.container(keyedBy: CodingKeys.self) else {
+            result = Self.text(of: try decoder.singleValueContainer())
+            return
+        }
+        result = (try? container.decode(String.self, forKey: .result)) ?? "unknown"
+        let reasons = try? container.decodeIfPresent([String: AnyText].self, forKey: .failureReasons)
+        failureReasons = reasons?.mapValues(\.text)
+    }
+
+    /// A JSON value as text: a string as it is, a number or a boolean as JSON writes it, anything else
+    /// as its JSON.
+    fileprivate static func text(of container: any SingleValueDecodingContainer) -> String {
+        if let string = try? container.decode(String.self) { return string }
+        if let bool = try? container.decode(Bool.self) { return String(bool) }
+        if let int = try? container.decode(Int.self) { return String(int) }
+        if let double = try? container.decode(Double.self) { return String(double) }
+        return "unknown"
+    }
+
+    private struct AnyText: Decodable {
+        let text: String
+        init(from decoder: any Decoder) throws {
+            text = EvaluationCategory.text(of: try decoder.singleValueContainer())
+        }
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// An answer's `evaluation`, or nil when it is absent or not a map: an unexpected shape never fails
+    /// the answer that carries it.
+    func decodeEvaluation(forKey key: Key) -> [String: EvaluationCategory]? {
+        (try? decodeIfPresent([String: EvaluationCategory].self, forKey: key)) ?? nil
     }
 }
 

@@ -6,7 +6,8 @@
 // The types that hold identity data describe themselves redacted, so interpolating one into a log line shows
 // no name, date of birth, SSN, address, email or phone number.
 
-/// `POST /v3/start` request body. Encoding omits `nil` fields.
+/// `POST /v3/start` request body, Prove's start model: no `clientRequestId` or `clientCustomerId` (the
+/// relay keeps those on the session). Encoding omits `nil` fields.
 public struct PrefillStartRequest: Codable, Sendable, Equatable {
     /// "desktop" (Instant Link) or "mobile".
     public var flowType: String
@@ -22,8 +23,6 @@ public struct PrefillStartRequest: Codable, Sendable, Equatable {
     /// At most 160 characters; `####` stands for the link.
     public var smsMessage: String?
     public var allowOTPRetry: Bool?
-    public var clientRequestId: String?
-    public var clientCustomerId: String?
 
     public init(
         flowType: String,
@@ -34,9 +33,7 @@ public struct PrefillStartRequest: Codable, Sendable, Equatable {
         emailAddress: String? = nil,
         ipAddress: String? = nil,
         smsMessage: String? = nil,
-        allowOTPRetry: Bool? = nil,
-        clientRequestId: String? = nil,
-        clientCustomerId: String? = nil
+        allowOTPRetry: Bool? = nil
     ) {
         self.flowType = flowType
         self.finalTargetUrl = finalTargetUrl
@@ -47,8 +44,6 @@ public struct PrefillStartRequest: Codable, Sendable, Equatable {
         self.ipAddress = ipAddress
         self.smsMessage = smsMessage
         self.allowOTPRetry = allowOTPRetry
-        self.clientRequestId = clientRequestId
-        self.clientCustomerId = clientCustomerId
     }
 }
 
@@ -107,7 +102,7 @@ public struct PrefillValidateResponse: Codable, Sendable, Equatable {
         challengeMissing = try container.decodeIfPresent(Bool.self, forKey: .challengeMissing) ?? false
         next = try container.decode([String: String].self, forKey: .next)
         phoneNumber = try container.decodeIfPresent(String.self, forKey: .phoneNumber)
-        evaluation = try container.decodeIfPresent([String: EvaluationCategory].self, forKey: .evaluation)
+        evaluation = container.decodeEvaluation(forKey: .evaluation)
     }
 }
 
@@ -142,6 +137,14 @@ public struct PrefillChallengeResponse: Codable, Sendable, Equatable {
         self.individual = individual
         self.evaluation = evaluation
     }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        success = try container.decode(Bool.self, forKey: .success)
+        next = try container.decode([String: String].self, forKey: .next)
+        individual = try container.decodeIfPresent(ProveIndividual.self, forKey: .individual)
+        evaluation = container.decodeEvaluation(forKey: .evaluation)
+    }
 }
 
 /// `POST /v3/complete` request body: the individual as the customer confirmed it. Prove processes only the
@@ -167,6 +170,13 @@ public struct PrefillCompleteResponse: Codable, Sendable, Equatable {
         self.success = success
         self.next = next
         self.evaluation = evaluation
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        success = try container.decode(Bool.self, forKey: .success)
+        next = try container.decode([String: String].self, forKey: .next)
+        evaluation = container.decodeEvaluation(forKey: .evaluation)
     }
 }
 

@@ -7,13 +7,14 @@ public enum ProveEnvironment {
     public static let uatEUBaseURL = "https://platform.uat.eu.proveapis.com"
     public static let prodEUBaseURL = "https://platform.eu.proveapis.com"
 
-    /// `"uat"` and `"prod"` (also `"uat-eu"`, `"prod-eu"`) give Prove's base URLs; an `http(s)` URL with a host
+    /// `"uat"` and `"prod"` (Prove's SDKs name them `uat-us` and `prod-us`; also `"uat-eu"`, `"prod-eu"`) give
+    /// Prove's base URLs; an `http(s)` URL with a host
     /// is returned without trailing slashes; anything else gives `nil`. `"sandbox"` is handled by the caller.
     public static func baseURL(for value: String) -> String? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         switch trimmed.lowercased() {
-        case "uat": return uatBaseURL
-        case "prod": return prodBaseURL
+        case "uat", "uat-us": return uatBaseURL
+        case "prod", "prod-us": return prodBaseURL
         case "uat-eu": return uatEUBaseURL
         case "prod-eu": return prodEUBaseURL
         default: break

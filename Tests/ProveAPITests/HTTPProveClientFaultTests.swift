@@ -303,6 +303,9 @@ import Testing
     @Test func mapsNamesAndURLs() {
         #expect(ProveEnvironment.baseURL(for: "uat") == "https://platform.uat.proveapis.com")
         #expect(ProveEnvironment.baseURL(for: "prod") == "https://platform.proveapis.com")
+        // The names Prove's SDKs use.
+        #expect(ProveEnvironment.baseURL(for: "uat-us") == "https://platform.uat.proveapis.com")
+        #expect(ProveEnvironment.baseURL(for: "prod-us") == "https://platform.proveapis.com")
         #expect(
             ProveEnvironment.baseURL(for: "http://127.0.0.1:9000/sandbox/prove/")
                 == "http://127.0.0.1:9000/sandbox/prove"
@@ -335,6 +338,37 @@ import Testing
         let decoded = try JSONDecoder().decode(UnifyStatusResponse.self, from: Data(json.utf8))
         #expect(decoded.success == "something_new")
         #expect(decoded.evaluation?["risk"]?.failureReasons == ["9132": "x"])
+    }
+
+    @Test(
+        "An evaluation of an unexpected shape never fails the answer that carries it",
+        arguments: [
+            (#"{"key":"{}"}"#, ["key": EvaluationCategory(result: "{}")]),  // the SDKs' placeholder
+            (
+                #"{"risk":{"result":"pass","failureReasons":{"9175":7,"9176":true},"extra":[1]}}"#,
+                ["risk": EvaluationCategory(result: "pass", failureReasons: ["9175": "7", "9176": "true"])]
+            ),
+            (#"{"risk":{"score":3}}"#, ["risk": EvaluationCategory(result: "unknown")]),
+            (#"[1,2]"#, nil),
+            (#""not a map""#, nil),
+        ] as [(String, [String: EvaluationCategory]?)])
+    func evaluationIsAnOpenMap(_ evaluation: String, _ expected: [String: EvaluationCategory]?) throws {
+        let status = try JSONDecoder().decode(
+            UnifyStatusResponse.self, from: Data(#"{"success":"true","evaluation":\#(evaluation)}"#.utf8))
+        #expect(status.success == "true")
+        #expect(status.evaluation == expected)
+        let validate = try JSONDecoder().decode(
+            PrefillValidateResponse.self,
+            from: Data(#"{"success":true,"next":{"v3-challenge":"/v3/challenge"},"evaluation":\#(evaluation)}"#.utf8))
+        #expect(validate.success && validate.evaluation == expected)
+        let challenge = try JSONDecoder().decode(
+            PrefillChallengeResponse.self,
+            from: Data(#"{"success":true,"next":{"v3-complete":"/v3/complete"},"evaluation":\#(evaluation)}"#.utf8))
+        #expect(challenge.success && challenge.evaluation == expected)
+        let complete = try JSONDecoder().decode(
+            PrefillCompleteResponse.self,
+            from: Data(#"{"success":true,"next":{"done":"done"},"evaluation":\#(evaluation)}"#.utf8))
+        #expect(complete.success && complete.evaluation == expected)
     }
 
     @Test func credentialsDescriptionHidesTheSecret() {

@@ -33,8 +33,11 @@ import Testing
         let full = PrefillStartRequest(
             flowType: "desktop", finalTargetUrl: "https://www.example.com", phoneNumber: "2001001695",
             dob: "1981-01", ssn: "847350596", emailAddress: "a@b.c", ipAddress: "10.0.0.1", smsMessage: "#### hi",
-            allowOTPRetry: true, clientRequestId: "r-1", clientCustomerId: "c-1")
+            allowOTPRetry: true)
         #expect(try JSONDecoder().decode(PrefillStartRequest.self, from: JSONEncoder().encode(full)) == full)
+        // Prove's start model has no client ids: the relay never sends them to /v3/start.
+        let keys = try JSONSerialization.jsonObject(with: JSONEncoder().encode(full)) as? [String: Any]
+        #expect(keys?["clientRequestId"] == nil && keys?["clientCustomerId"] == nil)
     }
 
     @Test func validateResponseOfTheReference() throws {

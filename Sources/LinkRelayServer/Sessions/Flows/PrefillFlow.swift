@@ -22,8 +22,7 @@ struct PrefillFlow: SessionFlow {
                 flowType: "desktop", finalTargetUrl: session.finalTargetUrl, phoneNumber: request.phoneNumber,
                 dob: request.dob, ssn: request.ssn, emailAddress: request.emailAddress,
                 ipAddress: request.ipAddress, smsMessage: request.smsMessage,
-                allowOTPRetry: request.allowOTPRetry, clientRequestId: session.clientRequestId,
-                clientCustomerId: request.clientCustomerId),
+                allowOTPRetry: request.allowOTPRetry),
             deadline: deadline)
         metrics.prefillStep(.start, success: true)
         return FlowStart(correlationId: answer.correlationId, authToken: answer.authToken, next: answer.next)
