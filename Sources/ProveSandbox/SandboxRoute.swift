@@ -10,9 +10,10 @@ public enum SandboxResponse: Sendable {
 /// The simulator's routes, one table for every server that mounts it (the relay's front door, in the relay
 /// with `--prove sandbox` and alone as `linkrelay sandbox`).
 enum SandboxRoute: Sendable, Equatable {
-    /// `POST /sandbox/prove/token`
+    /// `POST /sandbox/prove/token`, or `POST /token` as Prove's server SDKs ask it
     case token
-    /// `POST /sandbox/prove/v3/{unify, unify-status, unify-bind, start, validate, challenge, complete}`
+    /// `POST /sandbox/prove/v3/{unify, unify-status, unify-bind, start, validate, challenge, complete}`, or
+    /// the same at the root (`/v3/…`)
     case api(ProveSandbox.APIEndpoint)
     /// `GET /sandbox/outbox?phoneNumber=N`
     case outbox
@@ -33,7 +34,11 @@ enum SandboxRoute: Sendable, Equatable {
     case clearFaults
 
     init?(method: String, path: some StringProtocol) {
-        let parts = String(path).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        var parts = String(path).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        // Prove's paths at the root are the same routes as under `/sandbox/prove`.
+        if parts.count >= 2, parts[0].isEmpty, parts[1] == "token" || parts[1] == "v3" {
+            parts.insert(contentsOf: ["sandbox", "prove"], at: 1)
+        }
         guard parts.count >= 3, parts[0].isEmpty, parts[1] == "sandbox" else { return nil }
         switch (method, Array(parts.dropFirst(2))) {
         case ("POST", ["prove", "token"]): self = .token

@@ -55,6 +55,28 @@ import Testing
         }
     }
 
+    @Test("Pointed at the sandbox's root, as Prove's server SDKs are, the client gets its token and flows")
+    func sandboxAtTheRoot() async throws {
+        let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
+        try await withLiveSandbox(sandbox) { baseURL in
+            try await withHTTPClient { http in
+                let root = baseURL.replacingOccurrences(of: "/sandbox/prove", with: "")
+                let client = sandboxClient(root, http)
+                let unify = try await client.unify(
+                    UnifyRequest(
+                        possessionType: "desktop", clientRequestId: "r", phoneNumber: "2001004014",
+                        finalTargetUrl: "https://relay.test/done"),
+                    deadline: deadline())
+                #expect(unify.success == "pending")
+                let start = try await client.prefillStart(
+                    PrefillStartRequest(
+                        flowType: "desktop", finalTargetUrl: "https://relay.test/done", phoneNumber: "2001001695"),
+                    deadline: deadline())
+                #expect(start.next == ["v3-validate": "/v3/validate"])
+            }
+        }
+    }
+
     @Test func tokenIsCachedAcrossCalls() async throws {
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in

@@ -128,11 +128,17 @@ struct Routes: Sendable {
     }
 
     /// The sandbox's own routes (`ProveSandbox.respond`): Prove's API, the outbox, the link page, faults.
+    /// Prove's API is also at the root (`/token`, `/v3/…`): Prove's server SDKs resolve the token path
+    /// against the server's root, so pointed at `…/sandbox/prove` they would ask `/token`.
     private static func sandbox(_ sandbox: SandboxController) -> [Route] {
         [HTTPMethod.GET, .POST, .PUT, .DELETE].map { method in
             Route(
                 method, "/sandbox/**", body: ProveSandbox.maxBodyBytes, cancelledWhenClientLeaves: true, sandbox.answer)
         }
+            + ["/token", "/v3/{endpoint}"].map { path in
+                Route(
+                    .POST, path, body: ProveSandbox.maxBodyBytes, cancelledWhenClientLeaves: true, sandbox.answer)
+            }
     }
 
     /// An association file as Apple and Google fetch it: 200, JSON, no redirect.
