@@ -179,7 +179,8 @@ public struct RelayConfiguration: Sendable {
         case let other:
             guard let base = ProveEnvironment.baseURL(for: other) else {
                 throw ConfigurationError(
-                    "--prove: \"\(other)\" is not sandbox, uat (uat-us), prod (prod-us), uat-eu, prod-eu or an http(s) URL")
+                    "--prove: \"\(other)\" is not sandbox, uat (uat-us), prod (prod-us), uat-eu, prod-eu or an http(s) URL"
+                )
             }
             guard let id = environment["PROVE_CLIENT_ID"], !id.isEmpty,
                 let secret = environment["PROVE_CLIENT_SECRET"], !secret.isEmpty
