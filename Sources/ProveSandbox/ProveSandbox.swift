@@ -7,8 +7,37 @@ import ProveAPI
 /// Instant Link SMS go to an in-memory outbox. Faults (latency, HTTP errors, 429s, malformed answers, hangs,
 /// dropped connections) can be set per endpoint: see ``SandboxFault`` and `setFault(_:for:)`.
 public actor ProveSandbox {
+    /// The simulator's own credentials, good for every product, so that one relay runs both flows.
     public static let clientID = "sandbox-client"
     public static let clientSecret = "sandbox-secret"
+
+    /// A Prove project: at Prove, each product's test users work only with the credentials of that
+    /// product's project (403 8009 otherwise, prove-api.md §8).
+    public enum Project: String, CaseIterable, Sendable {
+        /// `sandbox-client`: every product (the simulator's own convenience).
+        case all
+        /// Unify: `/v3/unify`, `/v3/unify-status`, `/v3/unify-bind`.
+        case unify
+        /// Pre-Fill: `/v3/start` → validate → challenge → complete.
+        case prefill
+        /// Prove Identity: the same routes, but validate offers `v3-complete` at once: the customer types
+        /// their details, nothing is pre-filled (no challenge).
+        case identity
+
+        /// The project's client id; its secret is the id with `-secret` in place of `-client`.
+        public var clientID: String { self == .all ? ProveSandbox.clientID : "sandbox-\(rawValue)-client" }
+        public var clientSecret: String { self == .all ? ProveSandbox.clientSecret : "sandbox-\(rawValue)-secret" }
+
+        func allows(_ endpoint: APIEndpoint) -> Bool {
+            switch (self, endpoint) {
+            case (.all, _): true
+            case (.unify, .unify), (.unify, .unifyStatus), (.unify, .unifyBind): true
+            case (.prefill, .start), (.prefill, .validate), (.prefill, .challenge), (.prefill, .complete): true
+            case (.identity, .start), (.identity, .validate), (.identity, .complete): true
+            default: false
+            }
+        }
+    }
     /// Prove's default Instant Link text; `####` is replaced by the link.
     public static let defaultInstantLinkText =
         "Complete your verification. If you did not make this request, do not click the link. ####"
@@ -73,13 +102,16 @@ public actor ProveSandbox {
         var possession: UnifyState
         /// The steps Prove allows next; a step it does not name answers 403 8003.
         var next: [String: String]
+        /// Started with Prove Identity's credentials: validate offers `v3-complete`, not a challenge.
+        var identity = false
     }
 
     public let publicBaseURL: String
     public let tokenLifetime: Int
     private let now: @Sendable () -> Date
 
-    private var tokens: [String: Date] = [:]
+    /// Issued tokens: when each expires, and the project whose credentials asked for it.
+    private var tokens: [String: (expiry: Date, project: Project)] = [:]
     private var unifyFlows: [String: UnifyFlow] = [:]
     private var prefillFlows: [String: PrefillFlow] = [:]
     /// Instant Link id → its flow and authId.
@@ -140,16 +172,18 @@ public actor ProveSandbox {
         count("token")
         guard let form else { return .error(400, 8001, "request body must be under 4 KB") }
         let fields = Self.parseForm(String(decoding: form, as: UTF8.self))
-        guard fields["client_id"] == Self.clientID, fields["client_secret"] == Self.clientSecret else {
+        guard let project = Project.allCases.first(where: { $0.clientID == fields["client_id"] }),
+            fields["client_secret"] == project.clientSecret
+        else {
             return .error(401, 8002, "not authorized")
         }
         guard fields["grant_type"] == "client_credentials" else {
             return .error(400, 8001, "grant_type must be client_credentials")
         }
         let current = now()
-        tokens = tokens.filter { $0.value > current }
+        tokens = tokens.filter { $0.value.expiry > current }
         let token = Self.makeJWT()
-        tokens[token] = current.addingTimeInterval(TimeInterval(tokenLifetime))
+        tokens[token] = (current.addingTimeInterval(TimeInterval(tokenLifetime)), project)
         issuedTokenCount += 1
         return .json(
             200,
@@ -174,13 +208,17 @@ public actor ProveSandbox {
 
     func handle(_ endpoint: APIEndpoint, authorization: String?, body: [UInt8]?) -> SandboxReply {
         count(endpoint.rawValue)
-        guard isAuthorized(authorization) else { return .error(401, 8002, "not authorized") }
+        guard let project = project(of: authorization) else { return .error(401, 8002, "not authorized") }
+        guard project.allows(endpoint) else {
+            return .error(403, 8009, "the test user is not allowed with these product credentials")
+        }
         guard let body else { return .error(400, 8001, "request body must be valid JSON under 4 KB") }
         switch endpoint {
         case .unify: return decode(UnifyRequest.self, body) { unify($0).reply }
         case .unifyStatus: return decode(UnifyStatusRequest.self, body) { unifyStatus($0).reply }
         case .unifyBind: return decode(UnifyBindRequest.self, body) { unifyBind($0).reply }
-        case .start: return decode(PrefillStartRequest.self, body) { prefillStart($0).reply }
+        case .start:
+            return decode(PrefillStartRequest.self, body) { prefillStart($0, identity: project == .identity).reply }
         case .validate: return decode(PrefillValidateRequest.self, body) { prefillValidate($0).reply }
         case .challenge: return decode(PrefillChallengeRequest.self, body) { prefillChallenge($0).reply }
         case .complete: return decode(PrefillCompleteRequest.self, body) { prefillComplete($0).reply }
@@ -197,12 +235,14 @@ public actor ProveSandbox {
         return answer(self)
     }
 
-    private func isAuthorized(_ authorization: String?) -> Bool {
-        guard let authorization else { return false }
+    /// The project of a bearer token that has not expired; nil for any other authorization.
+    private func project(of authorization: String?) -> Project? {
+        guard let authorization else { return nil }
         let parts = authorization.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
-        guard let expiry = tokens[String(parts[1]).trimmingCharacters(in: .whitespaces)] else { return false }
-        return now() < expiry
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        guard let token = tokens[String(parts[1]).trimmingCharacters(in: .whitespaces)], now() < token.expiry
+        else { return nil }
+        return token.project
     }
 
     func unify(_ request: UnifyRequest) -> SandboxAnswer<UnifyResponse> {
@@ -232,7 +272,7 @@ public actor ProveSandbox {
                 return .error(400, 8001, "phoneNumber is invalid")
             }
             guard let found = UnifyTestUser.find(phoneNumber: phone) else {
-                return .error(400, 8007, "no test user found matching the phone number")
+                return Self.unknownUser(phone, product: .unify)
             }
             user = found
             phoneNumber = phone
@@ -504,7 +544,18 @@ public actor ProveSandbox {
 
     /// `/v3/start`. Every desktop flow sends its Instant Link: the tap stands in for the client SDK, as for
     /// Unify. The short-term user passes possession whether or not the link is tapped.
-    func prefillStart(_ request: PrefillStartRequest) -> SandboxAnswer<PrefillStartResponse> {
+    /// A number that is no test user of `product`: 8009 when it is another product's test user (its
+    /// project's credentials would be needed), 8007 otherwise.
+    static func unknownUser<Body>(_ phone: String, product: Project) -> SandboxAnswer<Body> {
+        let otherProducts =
+            product == .unify
+            ? PrefillTestUser.find(phoneNumber: phone) != nil : UnifyTestUser.find(phoneNumber: phone) != nil
+        return otherProducts
+            ? .error(403, 8009, "the test user is not allowed with these product credentials")
+            : .error(400, 8007, "no test user found matching the phone number")
+    }
+
+    func prefillStart(_ request: PrefillStartRequest, identity: Bool = false) -> SandboxAnswer<PrefillStartResponse> {
         guard ["desktop", "mobile"].contains(request.flowType) else {
             return .error(400, 8001, "flowType must be desktop or mobile")
         }
@@ -530,7 +581,7 @@ public actor ProveSandbox {
             return .error(400, 8001, "ipAddress is invalid")
         }
         guard let user = PrefillTestUser.find(phoneNumber: phone) else {
-            return .error(400, 8007, "no test user found matching the phone number")
+            return Self.unknownUser(phone, product: .prefill)
         }
         purgeExpired()
         let correlationId = UUID().uuidString.lowercased()
@@ -545,7 +596,8 @@ public actor ProveSandbox {
             smsMessage: request.smsMessage,
             createdAt: now(),
             possession: possession,
-            next: ["v3-validate": "/v3/validate"]
+            next: ["v3-validate": "/v3/validate"],
+            identity: identity
         )
         prefillFlows[correlationId] = flow
         if desktop { deliverLink(correlationId, to: phone, smsMessage: request.smsMessage) }
@@ -560,6 +612,12 @@ public actor ProveSandbox {
                 flow.next = ["done": "done"]
                 return .ok(
                     .init(success: false, challengeMissing: false, next: flow.next, phoneNumber: flow.phoneNumber))
+            }
+            if flow.identity {
+                // Prove Identity: nothing to pre-fill; the customer's own details go to complete.
+                flow.next = ["v3-complete": "/v3/complete"]
+                return .ok(
+                    .init(success: true, challengeMissing: false, next: flow.next, phoneNumber: flow.phoneNumber))
             }
             flow.next = ["v3-challenge": "/v3/challenge"]
             let challengeMissing = flow.dob == nil && flow.ssn == nil

@@ -1,5 +1,7 @@
 import Foundation
 import LinkRelayCore
+import Logging
+import ProveSandbox
 import Testing
 
 @testable import LinkRelayServer
@@ -208,6 +210,34 @@ struct PrefillSessionTests {
             let create = try await relay.api(
                 .POST, "/v1/sessions", body: #"{"phoneNumber":"2001001693","flow":"prefill","dob":"82-07-19"}"#)
             #expect(create.status == 422 && create.body.contains("YYYY-MM-DD"))
+        }
+    }
+
+    @Test("With Prove Identity's credentials validate offers complete at once: the customer's own details complete it")
+    func identityCompletesWithoutAChallenge() async throws {
+        let sandbox = ProveSandbox(publicBaseURL: "http://sandbox.test")
+        let server = SandboxServer(
+            sandbox: sandbox, host: "127.0.0.1", port: 0,
+            logger: Logger(label: "sandbox", factory: { _ in SwiftLogNoOpLogHandler() }))
+        try await server.serving { port in
+            let identity = ProveSandbox.Project.identity
+            try await TestRelay.run(
+                flags: ["prove": ["http://127.0.0.1:\(port)/sandbox/prove"]],
+                environment: ["PROVE_CLIENT_ID": identity.clientID, "PROVE_CLIENT_SECRET": identity.clientSecret]
+            ) { relay in
+                // Milo, the short-term user: possession passes without a tap; the finish hook asks validate.
+                let created = try await Self.create(relay, "", phone: "2001001695")
+                #expect(
+                    [200, 202].contains(try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/finish").status))
+                _ = try await relay.pollUntilDone(created)
+                let validated = try await Self.prefill(relay, created.sessionId)
+                #expect(validated.state == "verified")
+                #expect(validated.prefill?.next == ["v3-complete": "/v3/complete"])
+                #expect(try await Self.step(relay, created.sessionId, "challenge").status == 409)
+                let person = #"{"individual":{"firstName":"Milo","lastName":"Pinson","dob":"1981-01-17"}}"#
+                #expect(try await Self.step(relay, created.sessionId, "complete", person).status == 200)
+                #expect(try await Self.prefill(relay, created.sessionId).prefill?.completed == true)
+            }
         }
     }
 

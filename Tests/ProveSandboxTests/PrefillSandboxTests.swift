@@ -165,6 +165,60 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
         }
     }
 
+    @Test("Prove Identity's credentials: validate offers complete at once, and the typed details complete it")
+    func identityGoesFromValidateToComplete() async throws {
+        let client = SandboxClient(ProveSandbox(publicBaseURL: publicBase))
+        let project = ProveSandbox.Project.identity
+        let token = try decode(
+            ProveTokenResponse.self, try await client.requestToken(id: project.clientID, secret: project.clientSecret)
+        ).accessToken
+        let start = try await client.prefillStart(token: token, phone: "2001001695")
+        let validate = try decode(
+            PrefillValidateResponse.self, try await client.prefillValidate(token: token, start.correlationId))
+        #expect(validate.success && !validate.challengeMissing)
+        #expect(validate.next == ["v3-complete": "/v3/complete"])
+        try expectError(
+            try await client.prefillChallenge(token: token, start.correlationId, dob: "1981-01-17"), .forbidden, 8009)
+        let complete = try decode(
+            PrefillCompleteResponse.self,
+            try await client.prefillComplete(
+                token: token, start.correlationId, .init(firstName: "Milo", lastName: "Pinson", dob: "1981-01-17")))
+        #expect(complete.success && complete.next == ["done": "done"])
+    }
+
+    @Test("Each product's test users need that product's credentials: 8009 across, 8007 for no test user at all")
+    func credentialsPerProduct() async throws {
+        let client = SandboxClient(ProveSandbox(publicBaseURL: publicBase))
+        func token(_ project: ProveSandbox.Project) async throws -> String {
+            try decode(
+                ProveTokenResponse.self,
+                try await client.requestToken(id: project.clientID, secret: project.clientSecret)
+            ).accessToken
+        }
+        let unify = try await token(.unify)
+        let prefill = try await token(.prefill)
+        let start = PrefillStartRequest(
+            flowType: "desktop", finalTargetUrl: "https://a.example/l", phoneNumber: "2001001695")
+        try expectError(try await client.post("start", token: unify, body: start), .forbidden, 8009)
+        let unifyRequest = UnifyRequest(
+            possessionType: "desktop", clientRequestId: "r", phoneNumber: "2001004014",
+            finalTargetUrl: "https://a.example/l")
+        try expectError(try await client.post("unify", token: prefill, body: unifyRequest), .forbidden, 8009)
+        // The credentials for every product: a Pre-Fill user on Unify is still another product's user.
+        let all = try await client.accessToken()
+        var prefillUserOnUnify = unifyRequest
+        prefillUserOnUnify.phoneNumber = "2001001695"
+        try expectError(try await client.post("unify", token: all, body: prefillUserOnUnify), .forbidden, 8009)
+        prefillUserOnUnify.phoneNumber = "2001009999"
+        try expectError(try await client.post("unify", token: all, body: prefillUserOnUnify), .badRequest, 8007)
+        #expect(try await client.post("start", token: prefill, body: start).status == .ok)
+        #expect(try await client.post("unify", token: unify, body: unifyRequest).status == .ok)
+        // Another project's secret is no secret.
+        #expect(
+            try await client.requestToken(id: ProveSandbox.Project.unify.clientID, secret: "sandbox-prefill-secret")
+                .status == .unauthorized)
+    }
+
     @Test func aDeclinedTapFailsValidate() async throws {
         let sandbox = ProveSandbox(publicBaseURL: publicBase)
         let client = SandboxClient(sandbox)
@@ -340,7 +394,7 @@ let outOfOrder = ProveErrorBody(code: 8003, message: "step called out of order")
         do {
             let token = try await client.accessToken()
             let unknown = try await client.post(
-                "start", token: token, body: PrefillStartRequest(flowType: "mobile", phoneNumber: "2001004014"))
+                "start", token: token, body: PrefillStartRequest(flowType: "mobile", phoneNumber: "2001009999"))
             try expectError(unknown, .badRequest, 8007)
             try expectError(try await client.prefillValidate(token: token, "no-such-flow"), .badRequest, 8008)
             // A Unify flow's correlation ID names no Pre-Fill flow.
