@@ -5,7 +5,10 @@ import Foundation
 /// Framework-free so that it can be unit-tested and fuzzed without the server; the server maps a
 /// ``Rejection`` to its problem+json answer.
 public struct CreateSessionRequest: Codable, Sendable, Equatable {
-    public var phoneNumber: String
+    /// Required but for a Unify session whose phone Prove finds itself: `possessionType` `mobile` (Mobile
+    /// Auth: "Mobile Auth in the United States doesn't require a phone number", seed 000), `none` (the
+    /// bind names it), or a `proveId`.
+    public var phoneNumber: String?
     public var clientRequestId: String?
     public var clientCustomerId: String?
     public var clientHumanId: String?
@@ -28,7 +31,7 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
     public var ssn: String?
 
     public init(
-        phoneNumber: String, clientRequestId: String? = nil, clientCustomerId: String? = nil,
+        phoneNumber: String?, clientRequestId: String? = nil, clientCustomerId: String? = nil,
         clientHumanId: String? = nil, emailAddress: String? = nil, ipAddress: String? = nil, proveId: String? = nil,
         deviceId: String? = nil, checkReputation: Bool? = nil, allowOTPRetry: Bool? = nil, smsMessage: String? = nil,
         rebind: Bool? = nil, holdSeconds: Int? = nil
@@ -47,6 +50,9 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
         self.rebind = rebind
         self.holdSeconds = holdSeconds
     }
+
+    public static let phoneNumberRule =
+        "is required, but for flow unify with a proveId or with possessionType mobile (Mobile Auth) or none"
 
     /// The largest body, in bytes, that is read at all.
     public static let maximumBodySize = 4096
@@ -119,10 +125,7 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
 
         let phone = string(
             "phoneNumber", maxLength: 20, allowed: { isAlphanumeric($0) || $0 == "+" }, rule: "letters, digits and +")
-        if object["phoneNumber"] == nil || object["phoneNumber"] == .null {
-            errors.append(.init(field: "phoneNumber", message: "is required"))
-        }
-        var request = CreateSessionRequest(phoneNumber: phone ?? "")
+        var request = CreateSessionRequest(phoneNumber: phone)
         request.clientRequestId = string(
             "clientRequestId", maxLength: 128, allowed: printable, rule: "printable ASCII without spaces")
         request.clientCustomerId = string("clientCustomerId", maxLength: 128)
@@ -172,6 +175,13 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
         request.ssn = string("ssn", maxLength: 9)
         if let ssn = request.ssn, ssn.count <= 9, !PrefillIndividual.isValidSSN(ssn) {
             errors.append(.init(field: "ssn", message: PrefillIndividual.ssnRule))
+        }
+        if object["phoneNumber"] == nil || object["phoneNumber"] == .null {
+            let proveFindsIt =
+                request.flow != .prefill
+                && (request.proveId != nil
+                    || [PossessionType.mobile, PossessionType.none].contains(request.possessionType ?? .desktop))
+            if !proveFindsIt { errors.append(.init(field: "phoneNumber", message: Self.phoneNumberRule)) }
         }
         if request.flow == .prefill {
             for field in unifyOnlyFields where object[field] != nil && object[field] != .null {

@@ -18,7 +18,9 @@ public struct Session: Codable, Sendable, Equatable {
     public var correlationId: String
     public var authToken: String?
     public var clientRequestId: String
-    public var phoneNumber: String
+    /// Nil for a Unify session Prove identifies the phone of itself (Mobile Auth, a `proveId`, or a
+    /// customer-supplied possession whose bind names the number).
+    public var phoneNumber: String?
     public var finalTargetUrl: String
     /// The desktop's IP address as the integrator's backend gave it (`ipAddress`), shown on the confirm page.
     public var desktopIPAddress: String?
@@ -48,7 +50,7 @@ public struct Session: Codable, Sendable, Equatable {
 
     public init(
         id: String, linkKey: String, channelToken: String, createdAt: Date, expiresAt: Date,
-        correlationId: String, authToken: String?, clientRequestId: String, phoneNumber: String,
+        correlationId: String, authToken: String?, clientRequestId: String, phoneNumber: String?,
         finalTargetUrl: String, idempotencyKey: String?, requestFingerprint: String, desktopIPAddress: String? = nil
     ) {
         self.desktopIPAddress = desktopIPAddress

@@ -58,8 +58,10 @@ public actor ProveSandbox {
     }
 
     struct UnifyFlow: Sendable {
-        var user: UnifyTestUser
-        var phoneNumber: String
+        /// Nil until a bind names the number, for a flow started without one (Mobile Auth or
+        /// customer-supplied possession: "Mobile Auth in the United States doesn't require a phone number").
+        var user: UnifyTestUser?
+        var phoneNumber: String?
         var possessionType: String
         var finalTargetUrl: String?
         var clientRequestId: String
@@ -265,8 +267,8 @@ public actor ProveSandbox {
         if let ip = request.ipAddress, !Self.only(ip, extra: ".:") {
             return .error(400, 8001, "ipAddress is invalid")
         }
-        let user: UnifyTestUser
-        let phoneNumber: String
+        let user: UnifyTestUser?
+        let phoneNumber: String?
         if let phone = request.phoneNumber {
             guard !phone.isEmpty, Self.only(phone, extra: "+") else {
                 return .error(400, 8001, "phoneNumber is invalid")
@@ -282,8 +284,12 @@ public actor ProveSandbox {
             }
             user = found
             phoneNumber = found.phoneNumber
-        } else {
+        } else if request.possessionType == "desktop" {
             return .error(400, 8001, "phoneNumber is required")
+        } else {
+            // Mobile Auth finds the number on the phone; customer-supplied possession names it at the bind.
+            user = nil
+            phoneNumber = nil
         }
 
         purgeExpired()
@@ -292,17 +298,17 @@ public actor ProveSandbox {
         // rebinds the key); on a phone it fails with 9101 unless `rebind` asks for a full possession check.
         let boundNumber = request.deviceId.flatMap { proveKeys[$0] }
         let keyMismatch = boundNumber.map { $0 != phoneNumber } ?? false
-        let keyMatches = boundNumber == phoneNumber && request.possessionType != "desktop"
+        let keyMatches = phoneNumber != nil && boundNumber == phoneNumber && request.possessionType != "desktop"
         let state: UnifyState
-        switch (request.possessionType, user.kind) {
+        switch (request.possessionType, user?.kind) {
         case ("mobile", _) where keyMismatch && request.rebind != true: state = .failed
-        case _ where keyMatches && user.kind == .possession: state = .passed
+        case _ where keyMatches && user?.kind == .possession: state = .passed
         case ("none", _): state = .possessionRequired
-        case (_, .shortTerm): state = .passed
+        case (_, .shortTerm?): state = .passed
         // A mobile flow with a finalTargetUrl gets the Instant Link as its client SDK's fallback would
         // send it: the simulator has no SDK on a phone.
-        case ("desktop", .possession),
-            ("mobile", .possession) where request.finalTargetUrl != nil:
+        case ("desktop", .possession?),
+            ("mobile", .possession?) where request.finalTargetUrl != nil:
             state = .pending
         default: state = .awaitingClientSDK
         }
@@ -326,10 +332,10 @@ public actor ProveSandbox {
 
     /// Sends the flow's Instant Link to its phone number: a new link, with an `authId` of its own.
     private func sendLink(_ correlationId: String) {
-        guard var flow = unifyFlows[correlationId] else { return }
+        guard var flow = unifyFlows[correlationId], let phoneNumber = flow.phoneNumber else { return }
         flow.sends += 1
         unifyFlows[correlationId] = flow
-        deliverLink(correlationId, to: flow.phoneNumber, smsMessage: flow.smsMessage)
+        deliverLink(correlationId, to: phoneNumber, smsMessage: flow.smsMessage)
     }
 
     /// Puts an Instant Link SMS for the flow (Unify or Pre-Fill) in the outbox.
@@ -407,7 +413,13 @@ public actor ProveSandbox {
         guard var flow = liveUnifyFlow(request.correlationId) else {
             return .error(400, 8008, "invalid correlation ID")
         }
-        let matches = normalizePhone(request.phoneNumber) == flow.user.phoneNumber
+        let number = normalizePhone(request.phoneNumber)
+        // A flow started without a number takes the bind's, when it is a test user's.
+        if flow.user == nil, flow.state == .possessionRequired, let user = UnifyTestUser.find(phoneNumber: number) {
+            flow.user = user
+            flow.phoneNumber = request.phoneNumber
+        }
+        let matches = number == flow.user?.phoneNumber
         switch flow.state {
         case .possessionRequired where matches:
             flow.state = .passed
@@ -454,9 +466,9 @@ public actor ProveSandbox {
             return .init(
                 success: "true",
                 phoneNumber: flow.phoneNumber,
-                proveId: flow.user.proveId,
+                proveId: flow.user?.proveId,
                 deviceId: flow.deviceId,
-                clientHumanId: flow.clientHumanId ?? flow.user.clientHumanId,
+                clientHumanId: flow.clientHumanId ?? flow.user?.clientHumanId,
                 clientRequestId: echo,
                 evaluation: [
                     "authentication": .init(result: "pass"),

@@ -89,11 +89,22 @@ struct SessionRequestTests {
     }
 
     @Test func nullIsAbsentButPhoneNumberIsRequired() {
-        #expect(Self.validate(#"{"phoneNumber":null,"rebind":null}"#) == Self.invalid(("phoneNumber", "is required")))
-        #expect(Self.validate("{}") == Self.invalid(("phoneNumber", "is required")))
+        let required = CreateSessionRequest.phoneNumberRule
+        #expect(Self.validate(#"{"phoneNumber":null,"rebind":null}"#) == Self.invalid(("phoneNumber", required)))
+        #expect(Self.validate("{}") == Self.invalid(("phoneNumber", required)))
+        #expect(Self.validate(#"{"flow":"prefill"}"#) == Self.invalid(("phoneNumber", required)))
+        #expect(Self.validate(#"{"possessionType":"desktop"}"#) == Self.invalid(("phoneNumber", required)))
         #expect(
             Self.validate(#"{"phoneNumber":"1","smsMessage":null,"holdSeconds":null}"#)
                 == .success(.init(phoneNumber: "1")))
+    }
+
+    @Test(
+        "Unify needs no phone number where Prove finds it: Mobile Auth, customer-supplied possession, a proveId",
+        arguments: [#"{"possessionType":"mobile"}"#, #"{"possessionType":"none"}"#, #"{"proveId":"p-1"}"#])
+    func phoneNumberProveFinds(_ body: String) throws {
+        let request = try Self.validate(body).get()
+        #expect(request.phoneNumber == nil)
     }
 
     @Test(arguments: [("1", 1), ("600", 600), ("600.0", 600), ("1e2", 100), ("6E+2", 600)])

@@ -43,6 +43,31 @@ struct PossessionTests {
         }
     }
 
+    @Test("none without a phone number, as Prove's customer-supplied possession sends it: the bind names the number")
+    func noneWithoutANumber() async throws {
+        try await TestRelay.run { relay in
+            let answer = try await relay.api(.POST, "/v1/sessions", body: #"{"possessionType":"none"}"#)
+            #expect(answer.status == 201)
+            let created = try answer.json(Created.self)
+            #expect(try await relay.pollUntilDone(created).last?.outcome == "possession_required")
+            // Without a number of its own the session needs the bind's.
+            let missing = try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/bind", body: "{}")
+            #expect(missing.status == 422 && missing.body.contains("phoneNumber"))
+            let bound = try await bind(relay, created.sessionId, body: #"{"phoneNumber":"2001004014"}"#)
+            #expect(bound.status == 200)
+            let binding = try bound.json(Binding.self)
+            #expect(binding.success && binding.phoneNumber == "2001004014")
+        }
+    }
+
+    @Test("desktop needs a phone number, for the Instant Link's SMS")
+    func desktopNeedsANumber() async throws {
+        try await TestRelay.run { relay in
+            let answer = try await relay.api(.POST, "/v1/sessions", body: #"{"possessionType":"desktop"}"#)
+            #expect(answer.status == 422 && answer.body.contains("phoneNumber"))
+        }
+    }
+
     @Test("A bind anywhere but on a possession_required session is refused, and bad bodies are 400")
     func bindRules() async throws {
         try await TestRelay.run { relay in

@@ -38,7 +38,7 @@ public func fuzzSessionRequest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CI
         }
     case .success(let request):
         checkRules(request)
-        checkDuplicatesRefused(body)
+        if request.phoneNumber != nil { checkDuplicatesRefused(body) }
         // Re-encoding and parsing again gives the same request, with default and canonical encodings.
         let encoded: Data
         do {
@@ -73,9 +73,17 @@ private func checkRules(_ request: CreateSessionRequest) {
         check(!text.isEmpty && text.count <= maximum, "accepted \(field) of \(text.count) characters")
     }
 
-    let phone = request.phoneNumber
-    length(phone, 20, "phoneNumber")
-    check(ascii(phone) { alphanumeric($0) || $0 == UInt8(ascii: "+") }, "accepted phoneNumber \(phone)")
+    if let phone = request.phoneNumber {
+        length(phone, 20, "phoneNumber")
+        check(ascii(phone) { alphanumeric($0) || $0 == UInt8(ascii: "+") }, "accepted phoneNumber \(phone)")
+    } else {
+        // Only where Prove finds the number itself: Unify with a proveId, Mobile Auth, or possession by the customer.
+        check(
+            request.flow != .prefill
+                && (request.proveId != nil || request.possessionType == .mobile
+                    || request.possessionType == PossessionType.none),
+            "accepted a request without phoneNumber")
+    }
     if let id = request.clientRequestId {
         length(id, 128, "clientRequestId")
         check(ascii(id) { (0x21...0x7E).contains($0) }, "accepted clientRequestId \(id)")
@@ -118,7 +126,7 @@ private func checkRules(_ request: CreateSessionRequest) {
     }
 }
 
-/// An accepted body with `phoneNumber` (which every accepted body has) given once more, first or last in the
+/// An accepted body with `phoneNumber` given once more, first or last in the
 /// object, written plainly or with one of its characters as a `\u` escape (which one, and the case of its hex
 /// digits, chosen by the body's bytes), must be refused as malformed, naming the key: the decoder alone would keep one of
 /// the two values without a word.

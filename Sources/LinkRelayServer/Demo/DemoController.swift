@@ -141,11 +141,11 @@ final class DemoController: Sendable {
         return pages.page(
             "demo-wait",
             [
-                "phoneNumber": session.phoneNumber, "sessionId": session.id, "token": session.channelToken,
+                "phoneNumber": session.phoneNumber ?? "", "sessionId": session.id, "token": session.channelToken,
                 "websocket": created.channel.websocket, "events": created.channel.events,
                 "poll": created.channel.poll, "expiresAt": ISO8601Milliseconds.string(session.expiresAt),
                 "holdSeconds": Int(session.expiresAt.timeIntervalSince(session.createdAt)),
-                "phonePage": "/sandbox/phone?phoneNumber=" + session.phoneNumber,
+                "phonePage": "/sandbox/phone?phoneNumber=" + (session.phoneNumber ?? ""),
                 "prefill": session.flow == .prefill,
             ],
             extraCSP: "; script-src 'self'; connect-src 'self' \(websocketOrigin)")

@@ -159,7 +159,9 @@ final class SessionService: Sendable {
             if error is ProveClientError {
                 log.warning(
                     "Prove refused to start the flow",
-                    metadata: ["phone": .string(Secrets.maskedPhone(request.phoneNumber)), "error": "\(error)"])
+                    metadata: [
+                        "phone": .string(request.phoneNumber.map(Secrets.maskedPhone) ?? "none"), "error": "\(error)",
+                    ])
             }
             throw error
         }

@@ -42,7 +42,11 @@ struct UnifyFlow: SessionFlow {
         guard session.result?.outcome == .possessionRequired, session.result?.binding == nil,
             clock.now() < session.createdAt.addingTimeInterval(SessionService.proveFlowLifetime)
         else { throw SessionError.bindNotAllowed }
-        let phone = phoneNumber ?? session.phoneNumber
+        guard let phone = phoneNumber ?? session.phoneNumber else {
+            throw Problem.invalid([
+                .init(field: "phoneNumber", message: "is required: the session was created without one")
+            ])
+        }
         let answer = try await prove.unifyBind(
             UnifyBindRequest(
                 correlationId: session.correlationId, phoneNumber: phone, clientRequestId: session.clientRequestId),
