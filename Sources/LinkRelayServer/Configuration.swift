@@ -21,7 +21,8 @@ public struct RelayConfiguration: Sendable {
     public enum Prove: Sendable {
         /// The embedded simulator, mounted at `{public-url}/sandbox/prove`.
         case sandbox
-        case remote(baseURL: String, credentials: ProveCredentials)
+        /// `prefillCredentials`: Pre-Fill's project's, when it is not Unify's (`PROVE_PREFILL_CLIENT_ID`).
+        case remote(baseURL: String, credentials: ProveCredentials, prefillCredentials: ProveCredentials? = nil)
     }
 
     public static let maximumHold = 600
@@ -187,7 +188,16 @@ public struct RelayConfiguration: Sendable {
             else {
                 throw ConfigurationError("--prove \(other): set PROVE_CLIENT_ID and PROVE_CLIENT_SECRET")
             }
-            config.prove = .remote(baseURL: base, credentials: ProveCredentials(clientID: id, clientSecret: secret))
+            let prefillID = environment["PROVE_PREFILL_CLIENT_ID"] ?? ""
+            let prefillSecret = environment["PROVE_PREFILL_CLIENT_SECRET"] ?? ""
+            guard prefillID.isEmpty == prefillSecret.isEmpty else {
+                throw ConfigurationError(
+                    "--prove \(other): set both PROVE_PREFILL_CLIENT_ID and PROVE_PREFILL_CLIENT_SECRET, or neither")
+            }
+            config.prove = .remote(
+                baseURL: base, credentials: ProveCredentials(clientID: id, clientSecret: secret),
+                prefillCredentials: prefillID.isEmpty
+                    ? nil : ProveCredentials(clientID: prefillID, clientSecret: prefillSecret))
         }
         config.confirmOnPhone = try boolean(value("confirm-on-phone"), flag: "confirm-on-phone", default: false)
         config.mallocTuning = try boolean(value("malloc-tuning"), flag: "malloc-tuning", default: false)

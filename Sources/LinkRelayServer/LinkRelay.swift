@@ -143,11 +143,11 @@ public func buildLinkRelay(
             credentials: ProveCredentials(clientID: ProveSandbox.clientID, clientSecret: ProveSandbox.clientSecret),
             httpClient: httpClient, retry: retry, observer: metrics, logger: logger)
         prove = SandboxProveClient(sandbox: embedded, overHTTP: overHTTP, observer: metrics, logger: logger)
-    case .remote(let baseURL, let credentials):
+    case .remote(let baseURL, let credentials, let prefillCredentials):
         sandbox = nil
         prove = HTTPProveClient(
-            baseURL: baseURL, credentials: credentials, httpClient: httpClient, retry: retry, observer: metrics,
-            logger: logger)
+            baseURL: baseURL, credentials: credentials, prefillCredentials: prefillCredentials,
+            httpClient: httpClient, retry: retry, observer: metrics, logger: logger)
     }
 
     if sandbox != nil, configuration.sandboxPublic, !RelayConfiguration.isLoopback(configuration.host) {

@@ -27,12 +27,16 @@ import Synchronization
 public final class HTTPProveClient: ProveClient {
     private let baseURL: String
     private let credentials: ProveCredentials
+    /// Pre-Fill's own credentials, when its project is not Unify's: at Prove each product has its project,
+    /// and a product's calls need that project's token (8009 otherwise).
+    private let prefillCredentials: ProveCredentials?
     private let httpClient: HTTPClient
     private let retry: RetryPolicy
     private let observer: (any ProveCallObserver)?
     private let logger: Logger
     private let now: @Sendable () -> ContinuousClock.Instant
     private let tokens = TokenCache()
+    private let prefillTokens = TokenCache()
 
     /// Response bodies larger than this are treated as a failed attempt.
     static let maxResponseBytes = 256 * 1024
@@ -42,6 +46,7 @@ public final class HTTPProveClient: ProveClient {
     public init(
         baseURL: String,
         credentials: ProveCredentials,
+        prefillCredentials: ProveCredentials? = nil,
         httpClient: HTTPClient,
         retry: RetryPolicy = .init(),
         observer: (any ProveCallObserver)? = nil,
@@ -52,6 +57,7 @@ public final class HTTPProveClient: ProveClient {
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURL = base
         self.credentials = credentials
+        self.prefillCredentials = prefillCredentials
         self.httpClient = httpClient
         self.retry = retry
         self.observer = observer
@@ -120,6 +126,8 @@ public final class HTTPProveClient: ProveClient {
             }
         }
 
+        var isPrefill: Bool { [.start, .validate, .challenge, .complete].contains(self) }
+
         /// Whether repeating the request is harmless even if the first one was processed: every call but the
         /// two that send an SMS.
         var isIdempotent: Bool { self != .unify && self != .start }
@@ -148,7 +156,10 @@ public final class HTTPProveClient: ProveClient {
         logger[metadataKey: "prove.endpoint"] = "\(endpoint.rawValue)"
         var refreshedToken = false
         while true {
-            let token = try await accessToken(deadline: deadline)
+            let (cache, credentials) = tokenSource(for: endpoint)
+            let token = try await cache.token(now: now()) { [self] in
+                try await self.fetchToken(credentials, deadline: deadline)
+            }
             let result = try await send(endpoint: endpoint, deadline: deadline, logger: logger) {
                 self.makeRequest(
                     endpoint: endpoint,
@@ -170,7 +181,7 @@ public final class HTTPProveClient: ProveClient {
                 }
             case 401 where !refreshedToken:
                 logger.warning("Prove answered 401; refreshing the access token and retrying once")
-                await tokens.invalidate(token: token)
+                await cache.invalidate(token: token)
                 refreshedToken = true
             default:
                 let errorBody = Self.decodeErrorBody(result.body)
@@ -188,13 +199,15 @@ public final class HTTPProveClient: ProveClient {
 
     // MARK: Token
 
-    private func accessToken(deadline: ContinuousClock.Instant) async throws -> String {
-        try await tokens.token(now: now()) { [self] in
-            try await self.fetchToken(deadline: deadline)
-        }
+    /// The token cache and credentials of the project `endpoint` belongs to.
+    private func tokenSource(for endpoint: Endpoint) -> (TokenCache, ProveCredentials) {
+        if endpoint.isPrefill, let prefillCredentials { return (prefillTokens, prefillCredentials) }
+        return (tokens, credentials)
     }
 
-    private func fetchToken(deadline: ContinuousClock.Instant) async throws -> TokenCache.Entry {
+    private func fetchToken(_ credentials: ProveCredentials, deadline: ContinuousClock.Instant) async throws
+        -> TokenCache.Entry
+    {
         var logger = self.logger
         logger[metadataKey: "prove.endpoint"] = "token"
         let fetchStart = now()

@@ -250,13 +250,33 @@ struct ConfigurationTests {
     func proveUAT() throws {
         let config = try resolve(
             ["prove": ["uat"]], ["PROVE_CLIENT_ID": "client-id", "PROVE_CLIENT_SECRET": "client-secret"])
-        guard case .remote(let baseURL, let credentials) = config.prove else {
+        guard case .remote(let baseURL, let credentials, let prefillCredentials) = config.prove else {
             Issue.record("prove is \(config.prove), not remote")
             return
         }
         #expect(baseURL == "https://platform.uat.proveapis.com")
         #expect(credentials.clientID == "client-id")
         #expect(credentials.clientSecret == "client-secret")
+        #expect(prefillCredentials == nil, "Pre-Fill uses the same project unless told otherwise")
+    }
+
+    @Test("Pre-Fill's project may have credentials of its own; one of the pair alone stops start-up")
+    func provePrefillCredentials() throws {
+        let base = ["PROVE_CLIENT_ID": "unify-id", "PROVE_CLIENT_SECRET": "unify-secret"]
+        let config = try resolve(
+            ["prove": ["prod-us"]],
+            base.merging(["PROVE_PREFILL_CLIENT_ID": "prefill-id", "PROVE_PREFILL_CLIENT_SECRET": "prefill-secret"]) {
+                $1
+            })
+        guard case .remote(let baseURL, _, let prefill?) = config.prove else {
+            Issue.record("prove is \(config.prove), not remote with Pre-Fill credentials")
+            return
+        }
+        #expect(baseURL == "https://platform.proveapis.com")
+        #expect(prefill.clientID == "prefill-id" && prefill.clientSecret == "prefill-secret")
+        #expect(throws: ConfigurationError.self) {
+            try resolve(["prove": ["uat"]], base.merging(["PROVE_PREFILL_CLIENT_ID": "prefill-id"]) { $1 })
+        }
     }
 
     @Test("--prove with a base URL, from the environment")
@@ -267,7 +287,7 @@ struct ConfigurationTests {
                 "LINKRELAY_PROVE": "http://127.0.0.1:9999/sandbox/prove/", "PROVE_CLIENT_ID": "sandbox-client",
                 "PROVE_CLIENT_SECRET": "sandbox-secret",
             ])
-        guard case .remote(let baseURL, _) = config.prove else {
+        guard case .remote(let baseURL, _, _) = config.prove else {
             Issue.record("prove is \(config.prove), not remote")
             return
         }

@@ -77,6 +77,35 @@ import Testing
         }
     }
 
+    @Test("With a project per product, Unify's calls use Unify's token and Pre-Fill's their own")
+    func credentialsPerProduct() async throws {
+        let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
+        try await withLiveSandbox(sandbox) { baseURL in
+            try await withHTTPClient { http in
+                func credentials(_ project: ProveSandbox.Project) -> ProveCredentials {
+                    ProveCredentials(clientID: project.clientID, clientSecret: project.clientSecret)
+                }
+                let unifyRequest = UnifyRequest(
+                    possessionType: "desktop", clientRequestId: "r", phoneNumber: "2001004014",
+                    finalTargetUrl: "https://relay.test/done")
+                let startRequest = PrefillStartRequest(
+                    flowType: "desktop", finalTargetUrl: "https://relay.test/done", phoneNumber: "2001001695")
+                let unifyOnly = sandboxClient(baseURL, http, credentials: credentials(.unify))
+                await #expect(throws: ProveClientError.self) {
+                    try await unifyOnly.prefillStart(startRequest, deadline: deadline())
+                }
+                let both = HTTPProveClient(
+                    baseURL: baseURL, credentials: credentials(.unify), prefillCredentials: credentials(.prefill),
+                    httpClient: http, logger: quietLogger())
+                #expect(try await both.unify(unifyRequest, deadline: deadline()).success == "pending")
+                #expect(try await both.prefillStart(startRequest, deadline: deadline()).next["v3-validate"] != nil)
+                _ = try await both.unify(unifyRequest, deadline: deadline())
+                _ = try await both.prefillStart(startRequest, deadline: deadline())
+                #expect(await sandbox.tokensIssued == 3, "one token per project, each kept for the next call")
+            }
+        }
+    }
+
     @Test func tokenIsCachedAcrossCalls() async throws {
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
