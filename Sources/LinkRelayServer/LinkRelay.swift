@@ -212,7 +212,7 @@ public func buildLinkRelay(
     let sessions = SessionsController(
         service: service, apiKeys: apiKeys, tenants: configuration.tenants, publicURL: configuration.publicURL,
         limits: limits, gate: gate)
-    let errors = ErrorMapping(pages: pages, logger: logger)
+    let errors = ErrorMapping(pages: pages, logger: logger, publicURL: configuration.publicURL)
     let routes = Routes(
         guards: Guards(apiKeys: apiKeys, gate: gate, limits: limits, pages: pages, errors: errors),
         landing: LandingController(
