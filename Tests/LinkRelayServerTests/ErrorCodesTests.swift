@@ -95,6 +95,35 @@ struct ErrorCodesTests {
         }
     }
 
+    @Test("openapi.json lists the same codes, and each of its example problems is as the relay writes one")
+    func described() async throws {
+        try await TestRelay.run { relay in
+            let document = try APIDescriptionTests.json(Array(try await relay.request(.GET, "/openapi.json").body.utf8))
+            let schemas = try #require((document["components"] as? [String: Any])?["schemas"] as? [String: Any])
+            let codes = try #require((schemas["ErrorCode"] as? [String: Any])?["enum"] as? [String])
+            #expect(codes == ErrorCode.allCases.map(\.rawValue))
+            // Every object with a `type` and a `code` is an example problem, wherever it sits.
+            var examples: [[String: Any]] = []
+            func collect(_ value: Any) {
+                if let object = value as? [String: Any] {
+                    if object["code"] is String, object["type"] is String { examples.append(object) }
+                    object.values.forEach(collect)
+                } else if let array = value as? [Any] {
+                    array.forEach(collect)
+                }
+            }
+            collect(document["paths"] as Any)
+            collect(document["components"] as Any)
+            #expect(examples.count >= 25)
+            for example in examples {
+                let code = try #require(ErrorCode(rawValue: example["code"] as? String ?? ""), "\(example)")
+                #expect(example["type"] as? String == "http://127.0.0.1:8080/errors#" + code.rawValue)
+                #expect(example["title"] as? String == code.title, "\(code)")
+                #expect(example["status"] as? Int == Int(code.status.code), "\(code)")
+            }
+        }
+    }
+
     @Test("Prove's refusals: the caller's 422, a step out of order 409, credentials the operator's, the rest 502")
     func proveRefusals() throws {
         func problem(_ status: Int, _ code: Int?, _ message: String) -> Problem {
