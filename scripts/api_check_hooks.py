@@ -1,7 +1,7 @@
 """schemathesis hooks for scripts/api-check.sh: steer part of the generated requests to data the relay knows.
 
 Fuzzed values alone reach little behind the relay's first checks: a random phone number is not one of the
-sandbox's test users (Prove refuses it: 502), a random link key or session id is unknown (404), a channel
+sandbox's test users (Prove refuses it: 422), a random link key or session id is unknown (404), a channel
 token must be that session's (401), and a random `Origin` is refused (403). So about half of the requests
 that carry one of these get a value the relay knows instead; the others keep the generated one. Nothing
 here changes what is checked, only what is sent.

@@ -16,4 +16,7 @@ public enum SessionError: Error, Sendable, Equatable {
     /// A Pre-Fill step that Prove's last `next` does not offer, or one past Prove's 15-minute flow, or
     /// one while another step of the session is under way (409); the detail says which.
     case stepNotAllowed(String)
+    /// A step of another flow than the session's (`challenge` on a Unify session, `bind` on a Pre-Fill
+    /// one): the session exists, its flow has no such step (409).
+    case stepNotOffered(flow: Flow, step: String)
 }

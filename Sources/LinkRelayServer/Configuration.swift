@@ -27,6 +27,9 @@ public struct RelayConfiguration: Sendable {
 
     public static let maximumHold = 600
 
+    /// The names `--prove` takes besides a base URL, as the help and the docs list them.
+    public static let proveValues = (["sandbox"] + ProveEnvironment.named.map(\.name)).joined(separator: ", ")
+
     public var host = "127.0.0.1"
     public var port = 8080
     public var publicURL = "http://127.0.0.1:8080"
@@ -179,9 +182,7 @@ public struct RelayConfiguration: Sendable {
             config.prove = .sandbox
         case let other:
             guard let base = ProveEnvironment.baseURL(for: other) else {
-                throw ConfigurationError(
-                    "--prove: \"\(other)\" is not sandbox, uat (uat-us), prod (prod-us), uat-eu, prod-eu or an http(s) URL"
-                )
+                throw ConfigurationError("--prove: \"\(other)\" is not \(Self.proveValues) or an http(s) URL")
             }
             guard let id = environment["PROVE_CLIENT_ID"], !id.isEmpty,
                 let secret = environment["PROVE_CLIENT_SECRET"], !secret.isEmpty

@@ -172,6 +172,11 @@ public func buildLinkRelay(
 
     let hub = ChannelHub()
     let webhooks = configuration.tenants.compactMap { tenant in tenant.webhook.map { (tenant.name, $0) } }
+    // Whether messages go out, and where: an operator reads it before the first one is due.
+    if webhooks.isEmpty { logger.info("Webhooks off: no tenant has a webhook URL") }
+    for (tenant, settings) in webhooks {
+        logger.info("Webhooks on", metadata: ["tenant": .string(tenant), "webhook.url": .string(settings.destination)])
+    }
     let webhookSender =
         webhooks.isEmpty
         ? nil : WebhookSender(webhooks: webhooks, outbox: store, clock: clock, metrics: metrics, logger: logger)
@@ -212,7 +217,7 @@ public func buildLinkRelay(
     let sessions = SessionsController(
         service: service, apiKeys: apiKeys, tenants: configuration.tenants, publicURL: configuration.publicURL,
         limits: limits, gate: gate)
-    let errors = ErrorMapping(pages: pages, logger: logger)
+    let errors = ErrorMapping(pages: pages, logger: logger, publicURL: configuration.publicURL)
     let routes = Routes(
         guards: Guards(apiKeys: apiKeys, gate: gate, limits: limits, pages: pages, errors: errors),
         landing: LandingController(

@@ -187,7 +187,15 @@ public final class HTTPProveClient: ProveClient {
                 let errorBody = Self.decodeErrorBody(result.body)
                 var metadata: Logger.Metadata = ["prove.status": "\(result.status)"]
                 if let code = errorBody?.code { metadata["prove.error_code"] = "\(code)" }
-                if result.status == 401 || result.status == 403 {
+                // 8003 (formerly 1003) is a step called out of order, a 403 that is no credentials' fault;
+                // 8009 is credentials of another Prove product than the flow's.
+                if errorBody?.code == 8003 || errorBody?.code == 1003 {
+                    logger.warning("Prove refused a step called out of order", metadata: metadata)
+                } else if errorBody?.code == 8009 {
+                    logger.error(
+                        "Prove refused the credentials for this flow: they belong to another Prove product",
+                        metadata: metadata)
+                } else if result.status == 401 || result.status == 403 {
                     logger.error("Prove rejected the credentials: configuration or secret fault", metadata: metadata)
                 } else {
                     logger.warning("Prove rejected the request", metadata: metadata)

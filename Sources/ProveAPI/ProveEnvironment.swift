@@ -7,18 +7,18 @@ public enum ProveEnvironment {
     public static let uatEUBaseURL = "https://platform.uat.eu.proveapis.com"
     public static let prodEUBaseURL = "https://platform.eu.proveapis.com"
 
-    /// `"uat"` and `"prod"` (Prove's SDKs name them `uat-us` and `prod-us`; also `"uat-eu"`, `"prod-eu"`) give
-    /// Prove's base URLs; an `http(s)` URL with a host
-    /// is returned without trailing slashes; anything else gives `nil`. `"sandbox"` is handled by the caller.
+    /// Prove's environments by the names `--prove` takes, in the order the help and the docs list them;
+    /// `uat-us` and `prod-us` are what Prove's SDKs call the first two.
+    public static let named: [(name: String, baseURL: String)] = [
+        ("uat", uatBaseURL), ("uat-us", uatBaseURL), ("prod", prodBaseURL), ("prod-us", prodBaseURL),
+        ("uat-eu", uatEUBaseURL), ("prod-eu", prodEUBaseURL),
+    ]
+
+    /// A name of `named` gives its base URL; an `http(s)` URL with a host is returned without trailing
+    /// slashes; anything else gives `nil`. `"sandbox"` is handled by the caller.
     public static func baseURL(for value: String) -> String? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
-        switch trimmed.lowercased() {
-        case "uat", "uat-us": return uatBaseURL
-        case "prod", "prod-us": return prodBaseURL
-        case "uat-eu": return uatEUBaseURL
-        case "prod-eu": return prodEUBaseURL
-        default: break
-        }
+        if let known = named.first(where: { $0.name == trimmed.lowercased() }) { return known.baseURL }
         guard let url = URL(string: trimmed),
             let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = url.host, !host.isEmpty,

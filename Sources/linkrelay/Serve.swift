@@ -11,8 +11,10 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Listen port, 0 for any free port (LINKRELAY_PORT, default 8080).") var port: String?
     @Option(help: "Base of every absolute URL the relay hands out (LINKRELAY_PUBLIC_URL).") var publicURL: String?
     @Option(
-        help:
-            "memory, sqlite:PATH or postgres://USER@HOST[:PORT]/DB (LINKRELAY_STORE, default sqlite:linkrelay.sqlite).")
+        help: """
+            memory, sqlite:PATH or \(PostgresURL.form) (also postgresql://) (LINKRELAY_STORE, default \
+            sqlite:linkrelay.sqlite).
+            """)
     var store: String?
     @Option(help: "Seconds a session waits for the tap, at most 600 (LINKRELAY_HOLD, default 180).") var hold: String?
     @Option(
@@ -35,7 +37,8 @@ struct Serve: AsyncParsableCommand {
     var retention: String?
     @Option(help: "Browser origin allowed on channels; repeatable (LINKRELAY_ALLOWED_ORIGINS).")
     var allowedOrigin: [String] = []
-    @Option(help: "sandbox, uat, prod or a base URL (LINKRELAY_PROVE, default sandbox).") var prove: String?
+    @Option(help: "\(RelayConfiguration.proveValues) or a base URL (LINKRELAY_PROVE, default sandbox).")
+    var prove: String?
     @Flag(help: "The landing GET only shows a page; its POST counts as the tap (LINKRELAY_CONFIRM_ON_PHONE).")
     var confirmOnPhone = false
     @Option(help: "Who the confirm page says is asking (LINKRELAY_INTEGRATOR_NAME, default the public URL's host).")

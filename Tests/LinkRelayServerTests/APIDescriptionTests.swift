@@ -10,8 +10,10 @@ import Testing
 struct APIDescriptionTests {
     /// Routes that are no part of the contract: the demo and the embedded sandbox (`--prove sandbox`
     /// only, standing in for Prove and a phone) and the pages' assets.
+    /// The demo, its assets and the embedded sandbox (Prove's API at the root included: `/token`, `/v3/…`).
     static func isOutsideContract(_ path: String) -> Bool {
         path == "/" || path.hasPrefix("/demo") || path.hasPrefix("/sandbox/") || path.hasPrefix("/assets/")
+            || path == "/token" || path.hasPrefix("/v3/")
     }
 
     static let methods = ["get", "head", "post", "put", "delete", "options", "patch"]

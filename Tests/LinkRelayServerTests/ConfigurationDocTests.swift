@@ -61,3 +61,53 @@ struct ConfigurationDocTests {
         }
     }
 }
+
+extension ConfigurationDocTests {
+    /// Each option's whole help text, its wrapped lines joined by a space.
+    static func helpTexts(_ help: String) -> [String: String] {
+        var texts: [String: String] = [:]
+        var current: String?
+        for line in help.split(separator: "\n") {
+            let words = line.split(separator: " ")
+            if line.hasPrefix("  --"), let name = words.first {
+                current = String(name)
+                // The option's name and its value's placeholder come before its text.
+                texts[String(name)] = words.dropFirst(words.count > 1 && words[1].hasPrefix("<") ? 2 : 1)
+                    .joined(separator: " ")
+            } else if let name = current, line.hasPrefix("   ") {
+                texts[name, default: ""] += " " + words.joined(separator: " ")
+            } else {
+                current = nil
+            }
+        }
+        return texts
+    }
+
+    @Test("--prove's values and the PostgreSQL URL's form read the same in serve --help, the docs and the README")
+    func valuesAndForms() async throws {
+        let help = try await CLI.run(["serve", "--help"])
+        let texts = Self.helpTexts(help.standardOutput)
+        let prove = try #require(texts["--prove"])
+        let offered = try #require(prove.firstRange(of: " or a base URL")).lowerBound
+        let values = prove[..<offered].split(separator: ", ").map(String.init)
+        #expect(values.first == "sandbox" && values.count >= 5, "\(prove)")
+
+        let markdown = try String(contentsOf: Self.root.appending(path: "docs/configuration.md"), encoding: .utf8)
+        let row = try #require(markdown.split(separator: "\n").first { $0.hasPrefix("| `--prove`") })
+        let cells = row.split(separator: "|", omittingEmptySubsequences: false)
+        let documented = cells[4].matches(of: /`([a-z-]+)`/).map { String($0.output.1) }
+        #expect(documented == values, "docs/configuration.md's --prove values")
+        #expect(cells[4].contains("a base URL"))
+
+        let readme = try String(contentsOf: Self.root.appending(path: "README.md"), encoding: .utf8)
+        let named = try #require(readme.firstMatch(of: /`--prove ([a-z|-]+)`/), "the README names --prove's values")
+        #expect(["sandbox"] + named.output.1.split(separator: "|").map(String.init) == values, "the README's")
+
+        let store = try #require(texts["--store"])
+        let form = "postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require]"
+        #expect(store.contains(form) && store.contains("postgresql://"), "\(store)")
+        let storeRow = try #require(markdown.split(separator: "\n").first { $0.hasPrefix("| `--store`") })
+        #expect(storeRow.replacing("\\|", with: "|").contains("`\(form)`") && storeRow.contains("postgresql://"))
+        #expect(readme.contains("`\(form)`"))
+    }
+}

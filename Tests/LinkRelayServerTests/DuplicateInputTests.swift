@@ -32,6 +32,10 @@ struct DuplicateInputTests {
     }
 
     private static let apiKey: HTTPHeaders = ["Authorization": "Bearer \(TestRelay.apiKey)"]
+    /// The API key, and a JSON body's type.
+    private static let apiJSON: HTTPHeaders = [
+        "Authorization": "Bearer \(TestRelay.apiKey)", "Content-Type": "application/json",
+    ]
 
     /// Queries with `token`, `after` or `timeout` twice, each as its route reads it; `%6B` is `k`. The
     /// WebSocket's are `ChannelAuthTests.duplicateParameters`, on a socket.
@@ -75,7 +79,7 @@ struct DuplicateInputTests {
         let relay = try await TestRelay.unstarted()
         let created = try await Self.answer(
             relay,
-            RelayRequest(.POST, "/v1/sessions", headers: Self.apiKey, body: #"{"phoneNumber":"2001004014"}"#))
+            RelayRequest(.POST, "/v1/sessions", headers: Self.apiJSON, body: #"{"phoneNumber":"2001004014"}"#))
         let session = try created.json(Created.self)
         let token = session.channel.token
         for query in ["token=\(token)&token=\(token)", "token=\(token)&to%6Ben=other"] {
@@ -119,7 +123,7 @@ struct DuplicateInputTests {
         let created = try await Self.answer(
             relay,
             RelayRequest(
-                .POST, "/v1/sessions", headers: Self.apiKey,
+                .POST, "/v1/sessions", headers: Self.apiJSON,
                 body: #"{"phoneNumber":"2001001693","flow":"prefill"}"#))
         let session = try created.json(Created.self)
         var headers = Self.apiKey

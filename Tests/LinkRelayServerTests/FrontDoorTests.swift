@@ -192,7 +192,7 @@ struct FrontDoorTests {
     @Test(
         "A declared body past the route's maximum, or any body on a route that takes none, is 413 before it is read",
         arguments: [
-            "POST /v1/sessions HTTP/1.1\r\nHost: x\r\n\(api)Content-Length: 4097\r\n\r\n",
+            "POST /v1/sessions HTTP/1.1\r\nHost: x\r\n\(api)Content-Type: application/json\r\nContent-Length: 4097\r\n\r\n",
             "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3300000000\r\n\r\n",
             "GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST /v1/sessions/s-1/cancel HTTP/1.1\r\nHost: x\r\n\(api)Content-Length: 1\r\n\r\n",
@@ -282,8 +282,8 @@ struct FrontDoorTests {
         for (expect, length, status) in [("100-continue", 5000, "413"), ("something-else", 20, "417")] {
             let connection = try EmbeddedConnection(relay)
             try connection.send(
-                "POST /v1/sessions HTTP/1.1\r\nHost: x\r\n\(Self.api)Content-Length: \(length)\r\n"
-                    + "Expect: \(expect)\r\n\r\n")
+                "POST /v1/sessions HTTP/1.1\r\nHost: x\r\n\(Self.api)Content-Type: application/json\r\n"
+                    + "Content-Length: \(length)\r\nExpect: \(expect)\r\n\r\n")
             let answer = try connection.received()
             Self.expectRefused(answer, status)
             #expect(!answer.contains("100 Continue"))
@@ -295,7 +295,8 @@ struct FrontDoorTests {
     func expectIgnoredOnHTTP10() async throws {
         let connection = try EmbeddedConnection(try await Self.relay())
         try connection.send(
-            "POST /v1/sessions HTTP/1.0\r\n\(Self.api)Content-Length: 20\r\nExpect: 100-continue\r\n\r\n")
+            "POST /v1/sessions HTTP/1.0\r\n\(Self.api)Content-Type: application/json\r\nContent-Length: 20\r\n"
+                + "Expect: 100-continue\r\n\r\n")
         #expect(try connection.received() == "")
         #expect(connection.isOpen)
     }

@@ -40,7 +40,7 @@ struct LogHygieneTests {
             let redirect = try #require(try await relay.request(.GET, try await relay.latestLink()).header("Location"))
             _ = try await relay.request(
                 .POST, "/v1/sessions/\(created.sessionId)/finish",
-                headers: [("Authorization", "Bearer \(created.channel.token)")],
+                headers: [("Authorization", "Bearer \(created.channel.token)"), ("Content-Type", "application/json")],
                 body: #"{"redirectUrl":"\#(redirect)"}"#)
             _ = try await relay.pollUntilDone(created)
             _ = try await relay.request(.POST, "/sandbox/resend?phoneNumber=2001004014")

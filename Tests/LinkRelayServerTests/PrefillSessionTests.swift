@@ -160,14 +160,27 @@ struct PrefillSessionTests {
             #expect(repeated.status == 409)
             #expect(repeated.body.contains("allowed now: complete"))
 
+            // A Unify session exists: its flow has no such step (409 step_not_offered, naming the flow).
             let unify = try await relay.createSession()
-            #expect(try await Self.step(relay, unify.sessionId, "challenge").status == 404)
+            let challenge = try await Self.step(relay, unify.sessionId, "challenge")
+            #expect(challenge.status == 409)
+            #expect(try challenge.problem().code == "step_not_offered")
             #expect(
-                try await Self.step(
-                    relay, unify.sessionId, "complete", #"{"individual":{"firstName":"A","lastName":"B"}}"#
-                )
-                .status == 404)
-            #expect(try await Self.step(relay, "ses_unknown", "challenge").status == 404)
+                try challenge.problem().detail
+                    == "This session is a unify flow; challenge is a Pre-Fill step.")
+            let complete = try await Self.step(
+                relay, unify.sessionId, "complete", #"{"individual":{"firstName":"A","lastName":"B"}}"#)
+            #expect(complete.status == 409)
+            #expect(
+                try complete.problem().detail == "This session is a unify flow; complete is a Pre-Fill step.")
+            // And the other way round: a bind is a Unify step.
+            let bind = try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/bind")
+            #expect(bind.status == 409)
+            #expect(try bind.problem().code == "step_not_offered")
+            #expect(try bind.problem().detail == "This session is a prefill flow; bind is a Unify step.")
+            let unknown = try await Self.step(relay, "ses_unknown", "challenge")
+            #expect(unknown.status == 404)
+            #expect(try unknown.problem().code == "session_not_found")
             #expect(try await relay.request(.POST, "/v1/sessions/\(created.sessionId)/challenge").status == 401)
         }
     }

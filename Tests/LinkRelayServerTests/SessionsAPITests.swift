@@ -13,6 +13,7 @@ private struct SessionsProblem: Decodable {
     }
 
     var type: String
+    var code: String
     var title: String
     var status: Int
     var detail: String
@@ -64,6 +65,9 @@ private func expectProblem(
     let problem = try answer.json(SessionsProblem.self)
     #expect(problem.status == status, sourceLocation: sourceLocation)
     #expect(!problem.title.isEmpty && !problem.detail.isEmpty, sourceLocation: sourceLocation)
+    // Every problem names its kind, and its type is that kind's entry on the errors page.
+    #expect(ErrorCode(rawValue: problem.code)?.status.code == UInt(status), sourceLocation: sourceLocation)
+    #expect(problem.type.hasSuffix("/errors#" + problem.code), sourceLocation: sourceLocation)
     return problem
 }
 
@@ -220,14 +224,27 @@ struct SessionsAPITests {
 
     // MARK: - Prove failures
 
-    @Test("A number Prove does not know is 502 with Prove's code in detail")
+    @Test("A number Prove does not know is the caller's: 422 phone_number_not_supported with Prove's code in detail")
     func proveRejects() async throws {
         try await TestRelay.run { relay in
             let answer = try await relay.api(.POST, "/v1/sessions", body: #"{"phoneNumber":"2001009999"}"#)
-            let problem = try expectProblem(answer, status: 502)
+            let problem = try expectProblem(answer, status: 422)
+            #expect(problem.code == "phone_number_not_supported")
             #expect(problem.detail.contains("8007"))
             #expect(!answer.body.contains(TestRelay.apiKey))
             try await relay.expectNothingCreated(phone: "2001009999")
+        }
+    }
+
+    @Test("Another Prove product's test user is Prove's 8009: the operator's credentials, 502, nothing created")
+    func anotherProductsUser() async throws {
+        try await TestRelay.run { relay in
+            // 2001001695 is a Pre-Fill test user; a Unify session asks /v3/unify for it.
+            let answer = try await relay.api(.POST, "/v1/sessions", body: #"{"phoneNumber":"2001001695"}"#)
+            let problem = try expectProblem(answer, status: 502)
+            #expect(problem.code == "prove_credentials")
+            #expect(problem.detail.contains("8009"))
+            try await relay.expectNothingCreated(phone: "2001001695")
         }
     }
 

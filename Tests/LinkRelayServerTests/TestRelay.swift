@@ -69,6 +69,18 @@ struct HTTPAnswer {
     func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
 
     func json<T: Decodable>(_ type: T.Type) throws -> T { try JSONDecoder().decode(type, from: Data(body.utf8)) }
+
+    /// The problem+json body.
+    func problem() throws -> ProblemBody { try json(ProblemBody.self) }
+}
+
+/// A problem+json body as the relay writes it (`errors` left out).
+struct ProblemBody: Decodable {
+    var type: String
+    var code: String
+    var title: String
+    var status: Int
+    var detail: String
 }
 
 /// A relay for one test, with the sandbox as Prove: in process by default, each request written to the

@@ -146,7 +146,7 @@ def test_a_refusal_reaches_onError_once_and_the_client_stops_asking(
     assert calls(page) == [f"error:{status}"]
     error = page.evaluate("window.callsError")
     assert error["name"] == "LinkRelayError" and error["status"] == status, error
-    assert error["code"] is None, "the relay's problems have no code yet"
+    assert error["code"] == ("origin_not_allowed" if fault == "origin" else "unauthorized"), error
     expected = "This origin may not open channels." if fault == "origin" else "A valid channel token is required."
     assert error["detail"] == expected, error
     assert page.evaluate("window.waiting.transport") is None

@@ -98,7 +98,7 @@ def test_firefox_a_refusal_reaches_onError_once_and_the_client_stops_asking(
     assert firefox.evaluate("window.calls") == [f"error:{status}"]
     error = firefox.evaluate("window.callsError")
     assert error["name"] == "LinkRelayError" and error["status"] == status, error
-    assert error.get("code") is None
+    assert error.get("code") == ("origin_not_allowed" if fault == "origin" else "unauthorized"), error
     expected = "This origin may not open channels." if fault == "origin" else "A valid channel token is required."
     assert error["detail"] == expected, error
     assert firefox.evaluate("window.waiting.transport") is None

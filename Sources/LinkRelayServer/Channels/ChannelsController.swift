@@ -49,9 +49,7 @@ final class ChannelsController: Sendable {
         }
         let webSocketKey = channel.transport == .websocket ? Self.webSocketKey(request.headers) : nil
         if channel.transport == .websocket, webSocketKey == nil {
-            let problem = Problem(
-                status: .upgradeRequired, title: "Upgrade Required", detail: "Open this URL as a WebSocket.",
-                headers: ["Upgrade": "websocket"])
+            let problem = Problem(.upgradeRequired, "Open this URL as a WebSocket.", headers: ["Upgrade": "websocket"])
             return .refused(gate.readable(problem, origin: origin))
         }
         // An EventSource reconnects by itself after the stream ended, with the terminal event's id: 204

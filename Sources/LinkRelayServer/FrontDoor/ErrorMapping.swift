@@ -8,10 +8,14 @@ import ProveAPI
 final class ErrorMapping: Sendable {
     let pages: Pages
     let logger: Logger
+    /// `{public-url}/errors`, the page every problem's `type` points into; nil where none is served
+    /// (`linkrelay sandbox`).
+    let errorsPage: String?
 
-    init(pages: Pages, logger: Logger) {
+    init(pages: Pages, logger: Logger, publicURL: String?) {
         self.pages = pages
         self.logger = logger
+        self.errorsPage = publicURL.map { $0 + "/errors" }
     }
 
     func answer(for error: any Error, audience: Route.Audience) -> Answer {
@@ -19,7 +23,7 @@ final class ErrorMapping: Sendable {
         if error is LimitExceeded, audience == .api { return .tooManyRequests }
         let problem = problem(for: error)
         switch audience {
-        case .api: return problem.answer
+        case .api: return problem.answer(errorsPage: errorsPage)
         case .person: return page(for: problem)
         }
     }
@@ -40,17 +44,15 @@ final class ErrorMapping: Sendable {
         case let error as ProveClientError: problem(error)
         case StoreError.unavailable:
             Problem(
-                status: .serviceUnavailable, title: "Store unavailable",
-                detail: "The relay cannot store anything right now, so nothing was changed; retry shortly.",
+                .storeUnavailable, "The relay cannot store anything right now, so nothing was changed; retry shortly.",
                 headers: ["Retry-After": "5"])
         // Not to be retried at once: the file needs an operator. Another instance may answer meanwhile.
         case StoreError.corrupt:
             Problem(
-                status: .serviceUnavailable, title: "Store corrupt",
-                detail:
-                    "The relay's database is damaged and it can neither read nor store sessions until an operator restores it.",
+                .storeCorrupt,
+                "The relay's database is damaged and it can neither read nor store sessions until an operator restores it.",
                 headers: ["Retry-After": "60"])
-        case is LimitExceeded: Problem(status: .tooManyRequests, title: "Too Many Requests", detail: "Try again later.")
+        case is LimitExceeded: Problem(.rateLimited, "Try again later.")
         default: nil
         }
     }
@@ -75,19 +77,23 @@ final class ErrorMapping: Sendable {
 
     static func problem(_ error: SessionError) -> Problem {
         switch error {
-        case .notFound: .notFound("No session with this id.")
-        case .alreadyEnded: .conflict("The session has already ended.")
+        case .notFound: Problem(.sessionNotFound, "No session with this id.")
+        case .alreadyEnded: Problem(.sessionEnded, "The session has already ended.")
         case .idempotencyKeyReused:
-            Problem(
-                status: .unprocessableEntity, title: "Idempotency-Key reused",
-                detail: "This Idempotency-Key was used with a different request body.")
-        case .idempotencyKeyInProgress: .conflict("A request with this Idempotency-Key is in progress; retry it.")
-        case .expired: Problem(status: .gone, title: "Gone", detail: "The session's hold has passed.")
+            Problem(.idempotencyKeyReused, "This Idempotency-Key was used with a different request body.")
+        case .idempotencyKeyInProgress:
+            Problem(.idempotencyKeyInProgress, "A request with this Idempotency-Key is in progress; retry it.")
+        case .expired: Problem(.sessionExpired, "The session's hold has passed.")
         case .bindNotAllowed:
-            .conflict(
+            Problem(
+                .bindNotAllowed,
                 "A bind is allowed once, on a session whose outcome is possession_required, within 15 minutes of its creation."
             )
-        case .stepNotAllowed(let detail): .conflict(detail)
+        case .stepNotAllowed(let detail): Problem(.stepNotAllowed, detail)
+        case .stepNotOffered(let flow, let step):
+            Problem(
+                .stepNotOffered,
+                "This session is a \(flow.rawValue) flow; \(step) is a \(flow == .unify ? "Pre-Fill" : "Unify") step.")
         }
     }
 
@@ -104,27 +110,46 @@ final class ErrorMapping: Sendable {
     static func problem(_ rejection: CreateSessionRequest.Rejection) -> Problem {
         switch rejection {
         case .tooLarge:
-            Problem(
-                status: .payloadTooLarge, title: "Content Too Large",
-                detail: "The body may be at most \(CreateSessionRequest.maximumBodySize) bytes.")
+            Problem(.payloadTooLarge, "The body may be at most \(CreateSessionRequest.maximumBodySize) bytes.")
         case .malformed(let detail): .badRequest(detail)
         case .invalid(let errors): .invalid(errors.map { .init(field: $0.field, message: $0.message) })
         }
     }
 
-    /// How a Prove failure reaches the integrator: 502 with Prove's code, or 503.
+    /// How a Prove failure reaches the integrator. What the caller sent and Prove refused (a phone number
+    /// it does not know or support, a field it rejects: a 400 with Prove's code) is 422; a step Prove
+    /// calls out of order (8003, formerly 1003) is 409; credentials Prove refuses (401, 403, 8009: another
+    /// product's) are the operator's to fix; the rest is Prove's own failure (502) or outage (503).
     static func problem(_ error: ProveClientError) -> Problem {
         switch error {
         case .rejected(let status, let body):
-            let code = body?.code.map { "code \($0)" } ?? "no code"
-            let message = body?.message ?? "no message"
-            return Problem(
-                status: .badGateway, title: "Prove rejected the request",
-                detail: "Prove answered \(status) (\(code)): \(message)")
+            let said =
+                "Prove answered \(status) (" + (body?.code.map { "code \($0)" } ?? "no code") + "): "
+                + (body?.message ?? "no message")
+            switch (status, body?.code) {
+            case (_, 8003?), (_, 1003?):
+                return Problem(.stepOutOfOrder, said + ". Read the session's next step and call that one.")
+            case (_, 8009?):
+                return Problem(
+                    .proveCredentials,
+                    said
+                        + ". The relay's Prove credentials belong to another Prove product than this flow's: the operator configures the flow's own."
+                )
+            case (401, _), (403, _), (_, 8002?):
+                return Problem(
+                    .proveCredentials, said + ". Prove refused the relay's credentials: the operator checks them.")
+            // 8000 is Prove's internal error, 8008 a correlation the relay sent: neither is the caller's.
+            case (400, 8000?), (400, 8008?):
+                return Problem(.proveFailed, said)
+            case (400, _):
+                let aboutPhone = body?.message.lowercased().contains("phone") ?? false
+                return Problem(aboutPhone ? .phoneNumberNotSupported : .rejectedByProve, said)
+            default:
+                return Problem(.proveFailed, said)
+            }
         case .unavailable(let reason):
             return Problem(
-                status: .serviceUnavailable, title: "Prove unavailable",
-                detail: "Prove could not be reached after retries: \(reason)", headers: ["Retry-After": "5"])
+                .proveUnavailable, "Prove could not be reached after retries: \(reason)", headers: ["Retry-After": "5"])
         }
     }
 }

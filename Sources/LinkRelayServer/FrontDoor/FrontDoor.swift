@@ -283,9 +283,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
             case .continue: writeContinue(context)
             case .unknown:
                 return answerEarly(
-                    Problem(
-                        status: .expectationFailed, title: "Expectation Failed",
-                        detail: "The relay meets no expectation but 100-continue."), route.audience, head: head, context
+                    Problem(.expectationFailed, "The relay meets no expectation but 100-continue."), route.audience,
+                    head: head, context
                 )
             }
         }
@@ -322,9 +321,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     static func tooLarge(_ route: Route?) -> Problem {
-        Problem(
-            status: .payloadTooLarge, title: "Content Too Large",
-            detail: "This request takes at most \(route?.maximumBody ?? 0) bytes of body.")
+        Problem(.payloadTooLarge, "This request takes at most \(route?.maximumBody ?? 0) bytes of body.")
     }
 
     /// A request no route may see (RFC 9112): an HTTP/1.1 one without exactly one `Host` (§3.2), a
@@ -333,9 +330,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     /// coding the relay does not decode (any but chunked: 501, §6.1).
     static func refusal(of head: HTTPRequestHead) -> Problem? {
         if head.method == .CONNECT {
-            return Problem(
-                status: .methodNotAllowed, title: "Method Not Allowed", detail: "The relay is not a proxy.",
-                headers: ["Allow": "GET, HEAD, POST"])
+            return Problem(.methodNotAllowed, "The relay is not a proxy.", headers: ["Allow": "GET, HEAD, POST"])
         }
         if head.version == .http1_1, head.headers[canonicalForm: "Host"].count != 1 {
             return Problem.badRequest("An HTTP/1.1 request carries exactly one Host header.")
@@ -346,9 +341,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
                 return Problem.badRequest("An HTTP/1.0 request has no Transfer-Encoding.")
             }
             if codings.contains(where: { $0.lowercased() != "chunked" }) {
-                return Problem(
-                    status: .notImplemented, title: "Not Implemented",
-                    detail: "The relay decodes no transfer coding but chunked.")
+                return Problem(.notImplemented, "The relay decodes no transfer coding but chunked.")
             }
         }
         return nil

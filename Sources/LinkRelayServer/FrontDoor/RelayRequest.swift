@@ -34,8 +34,14 @@ struct RelayRequest: Sendable {
         query = mark.map { target[target.utf8.index(after: $0)...] }
     }
 
-    /// A request as a test writes it.
+    /// A request as a test writes it; a body is declared by its `Content-Length` unless the headers frame it.
     init(_ method: HTTPMethod, _ target: String, headers: HTTPHeaders = [:], body: String? = nil) {
+        var headers = headers
+        if let body, !body.isEmpty, !headers.contains(name: "Content-Length"),
+            !headers.contains(name: "Transfer-Encoding")
+        {
+            headers.add(name: "Content-Length", value: String(body.utf8.count))
+        }
         self.init(
             head: HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers),
             peer: try? SocketAddress(ipAddress: "127.0.0.1", port: 40000))

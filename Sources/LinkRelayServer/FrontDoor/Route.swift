@@ -46,7 +46,8 @@ final class Route: Sendable {
     /// The most body bytes read; a larger body reaches the handler as nil.
     let maximumBody: Int
     /// The media types a body may be sent as (`Content-Type` up to its parameters, any case); empty: any.
-    /// A request that names another answers 415; one that names none is read as the route's.
+    /// A request that names another answers 415, and so does a body that names none; a request without
+    /// a body needs none.
     let accepts: [String]
     let cors: CORS
     /// The answer's task is cancelled when the client's connection closes: the sandbox's hangs end so.
@@ -99,17 +100,19 @@ final class Route: Sendable {
         if `guard` == .none, accepts.isEmpty { return nil }
         if `guard` != .none {
             // A line outside a table cannot check a caller: it lets none through.
-            guard let guards else { return Problem.unauthorized().answer }
+            guard let guards else { return Problem.unauthorized().answer(errorsPage: nil) }
             let asked = request
             if let refusal = guards.check(`guard`, &request, refusing: { failure($0, asked, errors: guards.errors) }) {
                 return refusal
             }
         }
-        if !accepts.isEmpty, let type = request.headers.first(name: "Content-Type"), !accepts(type) {
+        // One rule for every route that reads JSON: a type named must be the route's, and a body must name
+        // it (a form's or curl's default type, or none, is not taken for JSON); a bodiless POST needs none.
+        let type = request.headers.first(name: "Content-Type")
+        if !accepts.isEmpty, type.map({ !accepts($0) }) ?? (FrontDoor.body(of: request.head) != .none) {
             let names = accepts.joined(separator: " or ")
-            let problem = Problem(
-                status: .unsupportedMediaType, title: "Unsupported Media Type", detail: "Send the body as \(names).")
-            return guards.map { failure(problem, request, errors: $0.errors) } ?? problem.answer
+            let problem = Problem(.unsupportedMediaType, "Send the body with Content-Type: \(names).")
+            return guards.map { failure(problem, request, errors: $0.errors) } ?? problem.answer(errorsPage: nil)
         }
         return nil
     }

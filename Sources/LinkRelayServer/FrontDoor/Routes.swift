@@ -29,6 +29,7 @@ struct Routes: Sendable {
         let form = LandingController.maximumFormSize
         let json = ["application/json"]
         let step = CreateSessionRequest.maximumBodySize
+        let errorsPage = pages.page("errors", ["codes": ErrorCode.pageEntries])
         var all: [Route] = [
             // The phone: the Instant Link's redirect lands here (the hot path, first).
             Route(.GET, "/l/{key}", .person, landing.visit)
@@ -81,6 +82,8 @@ struct Routes: Sendable {
             },
             // The browser client that integrators' pages (and the demo) wait with.
             Route(.GET, "/v1/client.js") { request in .now(pages.clientScript.answer(to: request)) },
+            // Every problem's `code` with what to do: its `type` is `{public-url}/errors#{code}`.
+            Route(.GET, "/errors", .person) { _ in .now(errorsPage) },
         ]
         if !metricsElsewhere { all.append(Route(.GET, "/metrics", operations.metrics)) }
         if let demo, let sandbox {
@@ -177,9 +180,7 @@ struct Routes: Sendable {
             return errors.answer(for: Problem.notFound(), audience: request.path.hasPrefix("/l/") ? .person : .api)
         }
         let allow = methods.map(\.rawValue).joined(separator: ", ")
-        let problem = Problem(
-            status: .methodNotAllowed, title: "Method Not Allowed",
-            detail: "\(request.path) takes \(allow).", headers: ["Allow": allow])
+        let problem = Problem(.methodNotAllowed, "\(request.path) takes \(allow).", headers: ["Allow": allow])
         return errors.answer(for: problem, audience: first.audience)
     }
 

@@ -40,7 +40,8 @@ public struct SandboxServer: Sendable {
             writer: ResponseWriter(strictTransportSecurity: false), securityEvents: securityEvents)
         let frontDoor = FrontDoor.Services(
             routes: Routes(sandbox: SandboxController(sandbox: sandbox)),
-            errors: ErrorMapping(pages: Pages.withoutTemplates(), logger: logger), channels: channels,
+            // No `/errors` page here: the sandbox's problems keep `type` about:blank, with their `code`.
+            errors: ErrorMapping(pages: Pages.withoutTemplates(), logger: logger, publicURL: nil), channels: channels,
             channelServices: channelServices, securityEvents: securityEvents)
         server = RelayServer(
             host: host, port: port, maxConnections: RelayConfiguration.defaultMaxConnections, perAddress: nil,

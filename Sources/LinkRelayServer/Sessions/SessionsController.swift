@@ -184,7 +184,7 @@ final class SessionsController: Sendable {
     /// is then nil).
     private static func onlyField(_ name: String, of body: ByteBuffer?) throws -> Any? {
         guard let body else {
-            throw Problem(status: .payloadTooLarge, title: "Content Too Large", detail: "The body is too large.")
+            throw Problem(.payloadTooLarge, "The body is too large.")
         }
         guard body.readableBytes > 0 else { return nil }
         let data = Data(body.readableBytesView)

@@ -7,6 +7,9 @@ import PostgresNIO
 public struct PostgresURL: Sendable, Equatable {
     public enum TLSMode: String, Sendable { case disable, prefer, require }
 
+    /// The form, as `serve --help`, the errors and the docs write it.
+    public static let form = "postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require]"
+
     public var host: String
     public var port: Int
     public var username: String
@@ -18,9 +21,7 @@ public struct PostgresURL: Sendable, Equatable {
         guard let parts = URLComponents(string: url), parts.scheme == "postgres" || parts.scheme == "postgresql",
             let host = parts.host, !host.isEmpty, let user = parts.user, !user.isEmpty
         else {
-            throw ConfigurationError(
-                "--store: a PostgreSQL URL looks like postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable]"
-            )
+            throw ConfigurationError("--store: a PostgreSQL URL looks like \(Self.form) (also postgresql://)")
         }
         let mode = parts.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer"
         guard let tls = TLSMode(rawValue: mode) else {

@@ -24,6 +24,16 @@ public struct WebhookSettings: Sendable {
         self.key = SymmetricKey(data: bytes)
     }
 
+    /// Where messages go, as start-up logs it: scheme, host, port and path only; the URL's user, password
+    /// and query may carry a credential, so they are left out.
+    public var destination: String {
+        let scheme = url.scheme?.lowercased() ?? "https"
+        let host = url.host ?? ""
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        let path = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? ""
+        return "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path.isEmpty ? "/" : path)"
+    }
+
     /// `webhook-signature` for a message: `v1,` and the base64 HMAC-SHA256 of `{id}.{timestamp}.{body}`.
     func signature(id: String, timestamp: Int, body: [UInt8]) -> String {
         var hmac = HMAC<SHA256>(key: key)

@@ -44,7 +44,7 @@ final class WebhooksController: Sendable {
         return .later {
             guard let message = try await sender.outbox.retryWebhook(id: id, tenant: tenant, now: sender.clock.now())
             else {
-                throw Problem.notFound("No webhook message has this id.")
+                throw Problem(.webhookMessageNotFound, "No webhook message has this id.")
             }
             sender.wake()
             return .json(MessageView(message), status: .accepted)
@@ -54,7 +54,8 @@ final class WebhooksController: Sendable {
     private func configured(_ request: RelayRequest) throws -> (WebhookSender, tenant: String) {
         let tenant = try request.caller().tenant
         guard let sender, sender.lanes.contains(where: { $0.tenant == tenant }) else {
-            throw Problem.notFound(
+            throw Problem(
+                .webhookMessageNotFound,
                 "No webhook URL is configured for this tenant (--webhook-url, or its entry in --tenants).")
         }
         return (sender, tenant)

@@ -80,14 +80,16 @@ struct PrefillFlow: SessionFlow {
         }
     }
 
-    /// One step: only on a Pre-Fill session (else `notFound`), only when Prove's last `next` offers it and
+    /// One step: only on a Pre-Fill session (else `stepNotOffered`), only when Prove's last `next` offers it and
     /// within Prove's flow lifetime (else `stepNotAllowed`). `ask` calls Prove and notes its answer in the
     /// progress, which the change stores; an individual whose time is up by then is erased in that write.
     private func step<Answer: Sendable>(
         _ step: PrefillProgress.Step, _ session: Session,
         _ ask: (inout PrefillProgress) async throws -> (Answer, success: Bool)
     ) async throws -> FlowStep<Answer> {
-        guard var progress = session.prefill else { throw SessionError.notFound }
+        guard var progress = session.prefill else {
+            throw SessionError.stepNotOffered(flow: session.flow, step: step.route)
+        }
         guard clock.now() < session.createdAt.addingTimeInterval(SessionService.proveFlowLifetime) else {
             throw SessionError.stepNotAllowed("Prove's Pre-Fill flow lasts 15 minutes from the session's creation.")
         }

@@ -39,6 +39,7 @@ struct UnifyFlow: SessionFlow {
     /// Prove's flow lifetime of the creation (else `bindNotAllowed`, 409). Prove's answer is kept as
     /// `result.binding`, with no channel event.
     func bind(_ session: Session, phoneNumber: String?) async throws -> FlowStep<SessionResult.Binding> {
+        guard session.flow == .unify else { throw SessionError.stepNotOffered(flow: session.flow, step: "bind") }
         guard session.result?.outcome == .possessionRequired, session.result?.binding == nil,
             clock.now() < session.createdAt.addingTimeInterval(SessionService.proveFlowLifetime)
         else { throw SessionError.bindNotAllowed }
