@@ -12,25 +12,39 @@
   const expiresAt = Date.parse(data.expiresAt);
   const next = document.getElementById("prefill-next");
   let done = false;
+  let timer = null;
 
+  // [status line, its style, the page's heading once the session has ended there]
   const words = {
-    tapped: ["The link was tapped. Asking Prove for the result…", ""],
-    verified: ["Verified ✓", "verified"],
-    failed: ["Not verified", "failed"],
-    possession_required: ["Prove asks for another possession check", "failed"],
-    expired: ["The link expired before it was tapped", "expired"],
-    cancelled: ["Cancelled", "cancelled"],
+    tapped: ["The link was tapped. Asking Prove for the result…", "", null],
+    verified: ["Verified ✓", "verified", "Phone verified"],
+    failed: ["Not verified", "failed", "Not verified"],
+    possession_required: ["Prove asks for another possession check", "failed", "Not verified"],
+    expired: ["The link expired before it was tapped", "expired", "Link expired"],
+    cancelled: ["Cancelled", "cancelled", "Cancelled"],
   };
+  const hide = (id) => { const element = document.getElementById(id); if (element) element.hidden = true; };
+
+  // Once the session has ended, the page stops asking for a tap: no instructions, no countdown, no
+  // resend, finish or number change (each would only be refused now).
+  function ended(heading) {
+    done = true;
+    clearTimeout(timer);
+    for (const id of ["instructions", "time-left", "phone-link", "sdk"]) hide(id);
+    if (heading) document.getElementById("heading").textContent = heading;
+  }
+
   function say(key, ends) {
-    const [text, style] = words[key] || [key, ""];
+    const [text, style, heading] = words[key] || [key, "", null];
     status.textContent = text;
     status.className = "status " + style;
-    if (ends) done = true;
+    if (ends) ended(heading);
   }
 
   function tick() {
+    if (done) return;
     countdown.textContent = Math.max(0, Math.round((expiresAt - Date.now()) / 1000)) + " s";
-    if (!done) setTimeout(tick, 1000);
+    timer = setTimeout(tick, 1000);
   }
   tick();
 
@@ -41,13 +55,18 @@
       item.textContent = event.type + (event.outcome ? ": " + event.outcome : "") + " at " + event.at;
       list.appendChild(item);
     },
-    onTapped() { say("tapped"); },
+    onTapped() {
+      say("tapped");
+      // Pre-Fill: the phone has acted, so going on makes sense now.
+      if (next) next.hidden = false;
+    },
     onResult(outcome) {
       say(outcome, true);
       // Pre-Fill: the customer's details come next, from the demo's own server-side form.
       if (!next) return;
       if (outcome === "verified") {
         status.textContent = "Verified ✓ Getting your details…";
+        next.hidden = true;
         next.submit();
       } else {
         next.remove();
@@ -73,6 +92,8 @@
     note.textContent = label + ": " + (response.ok ? "done" : "refused (" + response.status + ")");
     return response.ok;
   }
+  // As the sandbox phone's messages show a number: all but the last four digits hidden.
+  const masked = (number) => number.length > 4 ? "*".repeat(number.length - 4) + number.slice(-4) : "*".repeat(number.length);
   let current = data.phone;
   document.getElementById("resend").addEventListener("click", () =>
     act("Resend", "/sandbox/resend?phoneNumber=" + encodeURIComponent(current)));
@@ -81,7 +102,7 @@
     const to = document.getElementById("to").value.trim();
     if (await act("Another number", "/sandbox/change-number", { from: current, to: to })) {
       current = to;
-      document.getElementById("phone").textContent = to;
+      document.getElementById("phone").textContent = masked(to);
       document.getElementById("phone-page").href = "/sandbox/phone?phoneNumber=" + encodeURIComponent(to);
     }
   });

@@ -181,7 +181,9 @@ public func buildLinkRelay(
         webhooks.isEmpty
         ? nil : WebhookSender(webhooks: webhooks, outbox: store, clock: clock, metrics: metrics, logger: logger)
     let parts = SessionParts(
-        store: store, bus: hub, prove: BreakerProveClient(wrapped: prove, breaker: breaker, clock: clock), clock: clock,
+        store: store, bus: hub,
+        prove: BreakerProveClient(
+            wrapped: prove, breaker: breaker, clock: clock, refused: { metrics.breakerRefused() }), clock: clock,
         metrics: metrics, logger: logger,
         publicURL: configuration.publicURL, defaultHold: configuration.holdSeconds,
         webhooks: webhookSender.map { sender in
@@ -205,7 +207,8 @@ public func buildLinkRelay(
         instances = [bus, InstanceCoordinator(store: postgres, verifier: parts.verifier, clock: clock, logger: logger)]
     }
 
-    let writer = ResponseWriter(strictTransportSecurity: configuration.publicURL.hasPrefix("https://"))
+    let writer = ResponseWriter(
+        strictTransportSecurity: configuration.publicURL.hasPrefix("https://"), metrics: metrics)
     let liveSessions = LiveSessions(store: store, clock: clock, metrics: metrics)
     let operations = OpsController(
         store: store, draining: draining, listener: listener, liveSessions: liveSessions)
@@ -231,7 +234,7 @@ public func buildLinkRelay(
         operations: operations,
         opsPage: OpsPage(
             metrics: metrics, live: liveSessions, sharedStore: postgres != nil, breaker: breaker,
-            webhooks: webhookSender, pages: pages, clock: clock),
+            webhooks: webhookSender, pages: pages, clock: clock, operations: operations),
         pages: pages,
         demo: sandbox.map {
             DemoController(

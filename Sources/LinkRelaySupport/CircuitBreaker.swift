@@ -89,6 +89,14 @@ public final class CircuitBreaker: Sendable {
         }
     }
 
+    /// When an open breaker lets its probe through (at the first `acquire` from then on); nil unless open.
+    public var openUntil: Date? {
+        core.withLock { core in
+            if case .open(let until) = core.phase { return until }
+            return nil
+        }
+    }
+
     /// Leave to call the dependency, or nil to fail fast (the breaker is open, or half-open with
     /// its probe in flight).
     public func acquire(now: Date) -> Permit? {

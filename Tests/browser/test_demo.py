@@ -25,6 +25,20 @@ def start_waiting(page, relay):
     page.get_by_role("button", name="Send the link").click()
     expect(page.get_by_role("heading")).to_have_text("Check your phone")
     expect(page.locator("#status")).to_have_text("Waiting for the tap…")
+    # The number as the sandbox phone's messages show it: all but the last four digits hidden.
+    expect(page.locator("#phone")).to_have_text("******" + WAITING_USER[-4:])
+
+
+# What the wait page asks of the person while the session waits; once it has ended, none of it is shown.
+WAITING_ONLY = ["#instructions", "#countdown", "#resend", "#finish", "#change"]
+
+
+def expect_ended(page, heading):
+    """The session has ended on the page: its heading says how, and nothing asks for a tap any more."""
+    expect(page.get_by_role("heading")).to_have_text(heading)
+    for selector in WAITING_ONLY:
+        expect(page.locator(selector)).to_be_hidden()
+    assert "Tap it to continue" not in page.locator("main").inner_text()
 
 
 @pytest.mark.parametrize("name, missing, connected_by", TRANSPORTS, ids=[t[0] for t in TRANSPORTS])
@@ -57,6 +71,7 @@ def test_desktop_waits_phone_taps_desktop_shows_verified(relay, context, screens
 
     expect(desktop.locator("#status")).to_have_text("Verified ✓")
     expect(desktop.locator("#status")).to_have_class(re.compile(r"\bverified\b"))
+    expect_ended(desktop, "Phone verified")
     items = desktop.locator("#events li")
     expect(items).to_have_count(3)
     expect(items).to_contain_text(["waiting at ", "tapped at ", "result: verified at "])
@@ -74,12 +89,42 @@ def test_desktop_waits_phone_taps_desktop_shows_verified(relay, context, screens
 
 
 def test_finish_button_reports_what_the_relay_answered(relay, context):
-    """The demo's Finish button calls the finish hook through the client (202 while waiting)."""
+    """The demo's finish button ("I finished on this device", AuthFinish in its hint) calls the finish
+    hook through the client (202 while waiting)."""
     desktop = context.new_page()
     start_waiting(desktop, relay)
-    desktop.get_by_role("button", name=re.compile(r"^Finish")).click()
+    finish = desktop.get_by_role("button", name="I finished on this device")
+    expect(finish).to_have_accessible_description(re.compile(r"Prove's Web SDK reporting AuthFinish"))
+    finish.click()
     expect(desktop.locator("#sdk-note")).to_have_text("Finish: done")
     expect(desktop.locator("#status")).to_have_text("Waiting for the tap…")
+
+
+def test_after_a_decline_the_page_stops_asking_for_the_tap(relay, context, screenshot):
+    """The phone turns the link down: the page says so and offers no resend, finish or other number."""
+    desktop = context.new_page()
+    start_waiting(desktop, relay)
+    phone = context.new_page()
+    phone.goto(relay.url(f"/sandbox/phone?phoneNumber={WAITING_USER}"))
+    phone.get_by_role("link", name="Decline").first.click()
+    expect(desktop.locator("#status")).to_have_text("Not verified")
+    expect_ended(desktop, "Not verified")
+    screenshot(desktop, "desktop-declined")
+
+
+def test_number_inputs_are_styled(relay, context):
+    """The phone number fields are proper inputs: the page's border, padding and a readable size."""
+    desktop = context.new_page()
+    start_waiting(desktop, relay)
+    field = desktop.get_by_label("Use another number")
+    expect(field).to_have_attribute("type", "tel")
+    style = field.evaluate("""(input) => {
+        const style = getComputedStyle(input);
+        return { border: style.borderTopWidth, radius: style.borderTopLeftRadius, padding: style.paddingLeft,
+                 height: input.getBoundingClientRect().height };
+    }""")
+    assert style["border"] == "1px" and style["radius"] == "8px", style
+    assert float(style["padding"].rstrip("px")) >= 10 and style["height"] >= 36, style
 
 
 def test_resend_and_another_number(relay, context):
@@ -91,6 +136,15 @@ def test_resend_and_another_number(relay, context):
     desktop.get_by_label("Use another number").fill("2001004017")
     desktop.get_by_role("button", name="Send there").click()
     expect(desktop.locator("#sdk-note")).to_have_text("Another number: done")
-    expect(desktop.locator("#phone")).to_have_text("2001004017")
+    expect(desktop.locator("#phone")).to_have_text("******4017")
     expect(desktop.get_by_role("link", name="Open the sandbox phone")).to_have_attribute(
         "href", "/sandbox/phone?phoneNumber=2001004017")
+
+
+def test_after_the_hold_ends_the_page_says_the_link_expired(start_relay, context):
+    """The hold runs out without a tap: the countdown goes, and so does everything that asks for one."""
+    relay = start_relay("--hold", "4")
+    desktop = context.new_page()
+    start_waiting(desktop, relay)
+    expect(desktop.locator("#status")).to_have_text("The link expired before it was tapped")
+    expect_ended(desktop, "Link expired")

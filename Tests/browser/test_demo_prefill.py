@@ -21,6 +21,9 @@ def test_prefill_desktop_waits_phone_taps_desktop_confirms_the_person(relay, con
     expect(desktop.locator("#status")).to_have_text("Waiting for the tap…")
     expect(desktop.locator("#transport")).to_have_text("Connected by WebSocket")
     session_id = desktop.locator("#session").get_attribute("data-session")
+    # Nothing to go on with before the phone has acted.
+    expect(desktop.locator("#prefill-next")).to_be_hidden()
+    expect(desktop.get_by_role("button", name=re.compile("Continue"))).to_have_count(0)
     screenshot(desktop, "prefill-waiting")
 
     with context.expect_page() as opened:

@@ -4,6 +4,8 @@ Self-contained for now: it starts `.build/debug/linkrelay` itself on a free port
 SQLite file and a known API key, makes a verified session through the API and the embedded sandbox,
 then opens /ops with Basic credentials and checks that the charts render, that the counts show the
 session, and that the page refreshes itself in place. A screenshot goes to .build/screenshots/ops.png.
+The second test (on conftest's relays) opens the breaker with the sandbox's fault injection and reads
+the status strip; its screenshot is .build/screenshots/ops-breaker-open.png.
 """
 
 import base64
@@ -138,7 +140,7 @@ def waiting_session_with_channel(base):
 
 def figure(page, section, label):
     """The value of a figure on the page, e.g. ("activity", "Verified") -> "1"."""
-    return page.locator(f"#{section} .figure").filter(has=page.locator("dt", has_text=re.compile(f"^{label}$"))) \
+    return page.locator(f"#{section} .figure").filter(has=page.locator("dt", has_text=re.compile(f"^{re.escape(label)}$"))) \
         .locator("dd")
 
 
@@ -156,20 +158,24 @@ def test_ops_page_renders_counts_and_refreshes_in_place(relay, browser):
             http_credentials={"username": "ops", "password": API_KEY}, viewport={"width": 1100, "height": 900})
         page = context.new_page()
         problems = []
-        # Chromium asks every site for /favicon.ico, which the relay does not have: that 404 is not the page's.
-        page.on("console", lambda message: message.type in ("error", "warning")
-                and not message.location.get("url", "").endswith("/favicon.ico") and problems.append(message.text))
+        # Chromium asks every site for /favicon.ico too: the relay has one, so any console error is the page's.
+        page.on("console", lambda message: message.type in ("error", "warning") and problems.append(message.text))
         page.on("pageerror", lambda error: problems.append(str(error)))
         answer = page.goto(relay + "/ops?refresh=2")
         assert answer.status == 200
         assert answer.headers["cache-control"] == "no-store"
         assert "default-src 'none'" in answer.headers["content-security-policy"]
 
+        # The status strip first, all green; webhooks are off.
+        for box in ["store", "breaker", "prove-errors", "answers", "drain"]:
+            expect(page.locator(f"#status-{box}")).to_have_attribute("data-level", "ok")
+        expect(page.locator("#status-webhooks")).to_have_attribute("data-level", "off")
         # Every section, its charts drawn as SVG with bars in them.
-        for section in ["channels", "sessions", "activity", "prove", "breaker", "webhooks"]:
+        for section in ["channels", "sessions", "activity", "prove", "breaker", "answers", "webhooks"]:
             expect(page.locator(f"#{section} h2")).to_be_visible()
         charts = page.locator("figure.chart svg")
-        assert charts.count() == 5  # channels, holds by age, taps, outcomes, Prove (webhooks are off)
+        # channels, holds by age, taps, outcomes, Prove, breaker refusals, answers (webhooks are off)
+        assert charts.count() == 7
         for index in range(charts.count()):
             box = charts.nth(index).bounding_box()
             assert box and box["width"] > 300 and box["height"] > 50, f"chart {index} is drawn"
@@ -202,3 +208,43 @@ def test_ops_page_renders_counts_and_refreshes_in_place(relay, browser):
         context.close()
     finally:
         channel.close()
+
+
+def test_ops_status_strip_with_the_breaker_open(start_relay, new_context, screenshot):
+    """Prove failing (the sandbox's fault injection: every unify answers 503) opens the breaker after two
+    creates; the third is refused at once. The first screen of /ops says so in red: the breaker's box,
+    Prove's error rate, and the 503s. Screenshot: .build/screenshots/ops-breaker-open.png."""
+    relay = start_relay("--sandbox-fault", "unify:error=1,status=503", "--breaker-failures", "2",
+                        "--breaker-cooldown", "600", "--limits", "off")
+    for _ in range(3):
+        status, answer = relay.api("POST", "/v1/sessions", {"phoneNumber": PHONE})
+        assert status == 503, answer
+    context = new_context(http_credentials={"username": "ops", "password": relay.api_key},
+                          viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    assert page.goto(relay.url("/ops")).status == 200
+
+    breaker = page.locator("#status-breaker")
+    expect(breaker).to_have_attribute("data-level", "bad")
+    expect(breaker.locator(".status-value")).to_have_text("open")
+    expect(breaker.locator(".status-detail")).to_contain_text("1 call refused at once (503)")
+    # Red as a person sees it: the box's border and its word in the page's "bad" colour, on the first screen.
+    red = "rgb(185, 28, 28)"
+    assert breaker.evaluate("(box) => getComputedStyle(box).borderLeftColor") == red
+    assert breaker.locator(".status-value").evaluate("(value) => getComputedStyle(value).color") == red
+    box = breaker.bounding_box()
+    assert box and box["y"] + box["height"] <= 900, f"the breaker's box is below the first screen: {box}"
+
+    prove = page.locator("#status-prove-errors")
+    expect(prove).to_have_attribute("data-level", "bad")
+    expect(prove.locator(".status-value")).to_have_text("100.0 %")
+    expect(page.locator("#status-store")).to_have_attribute("data-level", "ok")
+    expect(page.locator("#status-drain")).to_have_attribute("data-level", "ok")
+    # Below: the breaker's section says open (no "failures in a row" while open), the error rate cell is
+    # highlighted, and the 503s are counted.
+    expect(figure(page, "breaker", "State")).to_have_text("open")
+    expect(figure(page, "breaker", "Refused (503), last hour")).to_have_text("1")
+    expect(page.locator("#breaker dt", has_text="Failures in a row")).to_have_count(0)
+    expect(page.locator("#prove td.bad").first).to_have_text("100.0 %")
+    assert int(figure(page, "answers", "503").inner_text()) >= 3
+    screenshot(page, "ops-breaker-open")

@@ -12,6 +12,8 @@ final class HTTPChannel {
     let transport: ChannelTransport
     private let admission: ChannelAdmission
     private let services: ChannelServices
+    /// The route table's pattern of the channel's request: its answer's `route` label.
+    private let route: String
     private var slot: ChannelSlot?
     private var feed: ChannelFeed?
     /// Whether the connection may carry another request after this answer.
@@ -21,12 +23,13 @@ final class HTTPChannel {
     /// steps `onStep` gets on the connection's event loop.
     init(
         _ transport: ChannelTransport, _ admission: ChannelAdmission, _ slot: ChannelSlot, keepAlive: Bool,
-        services: ChannelServices, context: ChannelHandlerContext,
+        services: ChannelServices, route: String, context: ChannelHandlerContext,
         onStep: @escaping (ChannelFeed.Step) -> Void
     ) {
         self.transport = transport
         self.admission = admission
         self.services = services
+        self.route = route
         self.slot = slot
         self.keepAlive = keepAlive
         services.metrics.channelOpened(transport)
@@ -82,7 +85,7 @@ final class HTTPChannel {
         headers.add(name: "Content-Type", value: "application/json")
         headers.add(name: "Cache-Control", value: "no-store")
         let body = SessionEvent.pollAnswerJSON(events, after: events.last?.seq ?? admission.cursor, done: done)
-        let head = services.writer.head(.ok, headers, contentLength: body.count)
+        let head = services.writer.head(.ok, headers, contentLength: body.count, route: route)
         context.write(NIOAny(HTTPServerResponsePart.head(head)), promise: nil)
         context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
         return true
@@ -98,7 +101,7 @@ final class HTTPChannel {
         // A stream ends when its session ends or the relay shuts down; a new one takes a new connection.
         headers.add(name: "Connection", value: "close")
         keepAlive = false
-        let head = services.writer.head(.ok, headers, contentLength: nil)
+        let head = services.writer.head(.ok, headers, contentLength: nil, route: route)
         context.write(NIOAny(HTTPServerResponsePart.head(head)), promise: nil)
         context.writeAndFlush(
             NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(string: "retry: 2000\n\n")))), promise: nil)

@@ -46,14 +46,14 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
     /// `WebSocketChannelHandler` take the place of the HTTP handlers and of `frontDoor`, the handler of
     /// `context`.
     static func upgrade(
-        key: String, _ admission: ChannelAdmission, _ slot: ChannelSlot, services: ChannelServices,
+        key: String, _ admission: ChannelAdmission, _ slot: ChannelSlot, services: ChannelServices, route: String,
         context: ChannelHandlerContext
     ) {
         let accept = Data(Insecure.SHA1.hash(data: Data((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8)))
         let headers: HTTPHeaders = [
             "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Accept": accept.base64EncodedString(),
         ]
-        let head = services.writer.head(.switchingProtocols, headers, contentLength: nil)
+        let head = services.writer.head(.switchingProtocols, headers, contentLength: nil, route: route)
         context.writeAndFlush(NIOAny(HTTPServerResponsePart.head(head)), promise: nil)
         do {
             let pipeline = context.pipeline.syncOperations

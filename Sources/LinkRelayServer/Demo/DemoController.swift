@@ -134,14 +134,17 @@ final class DemoController: Sendable {
         return try await service.create(input, idempotencyKey: nil)
     }
 
-    /// The desktop waiting on the session's channel, with the browser client.
+    /// The desktop waiting on the session's channel, with the browser client. The number is shown masked,
+    /// as the sandbox phone's messages show it; the script keeps it whole for the resend and number change.
     private func waitPage(_ session: Session) -> Answer {
         let created = CreatedSession(session, publicURL: publicURL)
         let websocketOrigin = RelayConfiguration.origin(of: created.channel.websocket)
         return pages.page(
             "demo-wait",
             [
-                "phoneNumber": session.phoneNumber ?? "", "sessionId": session.id, "token": session.channelToken,
+                "phoneNumber": session.phoneNumber ?? "",
+                "maskedPhone": session.phoneNumber.map(Secrets.maskedPhone) ?? "",
+                "sessionId": session.id, "token": session.channelToken,
                 "websocket": created.channel.websocket, "events": created.channel.events,
                 "poll": created.channel.poll, "expiresAt": ISO8601Milliseconds.string(session.expiresAt),
                 "holdSeconds": Int(session.expiresAt.timeIntervalSince(session.createdAt)),

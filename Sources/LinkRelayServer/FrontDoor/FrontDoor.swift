@@ -113,6 +113,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     private var idleSince = NIODeadline.uptimeNanoseconds(0)
     /// A request has been answered on this connection.
     private var served = false
+    /// The route table's pattern of the request being answered, or `unmatched`: its answer's `route` label.
+    private var route = ResponseWriter.unmatched
     /// The one timer of the connection (`checkTimeouts`) and when it fires; nil while a channel or an
     /// answer has the connection.
     private var timer: (task: Scheduled<Void>, deadline: NIODeadline)?
@@ -229,9 +231,11 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         case .head(let head):
             guard case .idle = state else { return }
             reads.headReceived()
+            route = ResponseWriter.unmatched
             if let refusal = Self.refusal(of: head) { return answerEarly(refusal, .api, context) }
             var request = RelayRequest(head: head, peer: context.channel.remoteAddress)
             let match = services.routes.match(head.method, request.path)
+            if let matched = match?.route { route = matched.pattern.description }
             request.parameters = match?.parameters ?? RouteParameters()
             received(request, match?.route, context)
         case .body(var bytes):
@@ -368,7 +372,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         state = .discarding(since: now)
         schedule(by: now + Self.lingerTimeout, context)
         let writer = services.writer
-        let head = writer.head(answer.status, answer.headers, contentLength: answer.body.readableBytes, closing: true)
+        let head = writer.head(
+            answer.status, answer.headers, contentLength: answer.body.readableBytes, closing: true, route: route)
         context.write(NIOAny(HTTPServerResponsePart.head(head)), promise: nil)
         if !isHead, answer.body.readableBytes > 0 {
             context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(answer.body))), promise: nil)
@@ -386,6 +391,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch state {
         case .idle where error is HTTPParserError, .receiving where error is HTTPParserError:
+            if case .idle = state { route = ResponseWriter.unmatched }
             let status: HTTPResponseStatus =
                 error as? HTTPParserError == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
             answerEarly(Answer(status: status), context)
@@ -482,14 +488,15 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
 
     private func respond(_ answer: Answer, head: Bool, _ keepAlive: Bool, _ context: ChannelHandlerContext) {
         if answer.dropsConnection { return close(context) }
+        let route = self.route
         guard keepAlive else {
             // Nothing more is read: the connection closes once the answer is out.
             ended()
-            return services.writer.write(answer, head: head, keepAlive: false, to: context)
+            return services.writer.write(answer, head: head, keepAlive: false, route: route, to: context)
         }
         // Idle first: ending the answer may hand this handler the next request at once.
         becomeIdle(context)
-        services.writer.write(answer, head: head, keepAlive: keepAlive, to: context)
+        services.writer.write(answer, head: head, keepAlive: keepAlive, route: route, to: context)
     }
 
     private func becomeIdle(_ context: ChannelHandlerContext) {
@@ -514,12 +521,12 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
             respond(answer, head: false, keepAlive, context)
         case .webSocket(let key, let admission, let slot):
             WebSocketChannelHandler.upgrade(
-                key: key, admission, slot, services: services.channelServices, context: context)
+                key: key, admission, slot, services: services.channelServices, route: route, context: context)
         case .stream(let transport, let admission, let slot):
             state = .channel(
                 HTTPChannel(
                     transport, admission, slot, keepAlive: keepAlive, services: services.channelServices,
-                    context: context
+                    route: route, context: context
                 ) { [weak self] step in self?.channelStep(step, context) })
         }
     }

@@ -26,7 +26,8 @@ final class Route: Sendable {
         /// of the two required (401).
         case apiKeyOrChannelToken = "api-key|channel-token"
         /// The ops page: a token of the client's ops limit (429, a page), then HTTP Basic with a `default`
-        /// tenant's API key as the password (401, a sign-in page, counted as a security event).
+        /// tenant's API key as the password (401, a sign-in page; counted as a security event when the
+        /// request had an `Authorization` header).
         case opsBasic = "ops-basic"
     }
 
@@ -211,7 +212,9 @@ final class Guards: Sendable {
             guard let password = OpsPage.basicPassword(request.headers), let caller = apiKeys.caller(password),
                 caller.tenant == Tenant.defaultName
             else {
-                limits.securityEvents.record(.opsUnauthorized)
+                // A browser asks without credentials first and sends them after the Basic prompt: only a
+                // request that offered some and failed is a security event.
+                if request.headers.contains(name: "Authorization") { limits.securityEvents.record(.opsUnauthorized) }
                 return pages.page(
                     "ops-signin", status: .unauthorized,
                     headers: ["WWW-Authenticate": "Basic realm=\"\(OpsPage.realm)\", charset=\"UTF-8\""])

@@ -76,10 +76,11 @@ struct Routes: Sendable {
             Route(.GET, "/.well-known/assetlinks.json") { _ in try Self.association(android) },
             // The API description (API.md v1.1), `templates/openapi.json`: every route above is in it.
             Route(.GET, "/openapi.json") { request in .now(apiDescription.answer(to: request)) },
-            // The pages' style sheet.
+            // The pages' style sheet, and their icon where browsers look for it.
             Route(.GET, "/assets/relay.css") { _ in
                 .now(.asset(pages.stylesheet, contentType: "text/css; charset=utf-8"))
             },
+            Route(.GET, "/favicon.ico") { _ in .now(.asset(pages.favicon, contentType: "image/svg+xml")) },
             // The browser client that integrators' pages (and the demo) wait with.
             Route(.GET, "/v1/client.js") { request in .now(pages.clientScript.answer(to: request)) },
             // Every problem's `code` with what to do: its `type` is `{public-url}/errors#{code}`.

@@ -24,20 +24,25 @@ final class OpsController: Sendable {
 
     func readiness(_ request: RelayRequest) -> Reply {
         if draining.isDraining { return .now(.text("draining\n", status: .serviceUnavailable)) }
-        if let listener, !listener.isListening {
-            return .now(.text("not listening to other instances\n", status: .serviceUnavailable))
+        return .later { [self] in
+            guard let problem = await storeProblem() else { return .text("ready\n") }
+            return .text(problem + "\n", status: .serviceUnavailable)
         }
-        return .later { [store] in
-            do {
-                try await store.ping()
-                return .text("ready\n")
-            } catch StoreError.corrupt {
-                return .text("store corrupt\n", status: .serviceUnavailable)
-            } catch StoreError.unavailable {
-                return .text("store cannot take writes\n", status: .serviceUnavailable)
-            } catch {
-                return .text("store unreachable\n", status: .serviceUnavailable)
-            }
+    }
+
+    /// Why the store cannot serve this instance now, in `/readyz`'s words; nil when it can. The ops page's
+    /// status strip says the same.
+    func storeProblem() async -> String? {
+        if let listener, !listener.isListening { return "not listening to other instances" }
+        do {
+            try await store.ping()
+            return nil
+        } catch StoreError.corrupt {
+            return "store corrupt"
+        } catch StoreError.unavailable {
+            return "store cannot take writes"
+        } catch {
+            return "store unreachable"
         }
     }
 

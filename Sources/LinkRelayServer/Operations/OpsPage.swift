@@ -7,8 +7,10 @@ import NIOHTTP1
 /// `GET /ops` (API.md v1.1): the operators' live page, behind HTTP Basic with an API key as the password
 /// (any user name). Aggregates only: no session id, phone number, token or key appears on it.
 ///
-/// The page is a list of sections (`OpsSection`), each from one source and each saying whose figures
-/// it shows: this instance's (channels, the last hour, Prove, the breaker, webhook attempts), or the
+/// At its top a status strip (`OpsStatus`): the store, the breaker, Prove's error rate, the relay's 5xx,
+/// the webhook receivers and the drain, each green, amber or red by the alert rules' own numbers
+/// (`AlertThresholds`). Below, a list of sections (`OpsSection`), each from one source and each saying
+/// whose figures it shows: this instance's (channels, the last hour, Prove, the breaker, webhook attempts), or the
 /// store's, which with PostgreSQL are every instance's (live sessions, the webhook backlog). The page
 /// refreshes itself in place with a script served by the relay (`/assets/ops.js`), so its CSP stays
 /// that of the other pages plus `script-src 'self'; connect-src 'self'`.
@@ -21,6 +23,8 @@ final class OpsPage: Sendable {
     let webhooks: WebhookSender?
     let pages: Pages
     let clock: any RelayClock
+    /// The store's health (as `/readyz` sees it) and the drain, for the status strip.
+    let operations: OpsController
 
     static let realm = "LinkRelay ops"
     static let defaultRefresh = 10
@@ -28,7 +32,7 @@ final class OpsPage: Sendable {
 
     init(
         metrics: RelayMetrics, live: LiveSessions, sharedStore: Bool, breaker: CircuitBreaker,
-        webhooks: WebhookSender?, pages: Pages, clock: any RelayClock
+        webhooks: WebhookSender?, pages: Pages, clock: any RelayClock, operations: OpsController
     ) {
         self.metrics = metrics
         self.live = live
@@ -37,23 +41,26 @@ final class OpsPage: Sendable {
         self.webhooks = webhooks
         self.pages = pages
         self.clock = clock
+        self.operations = operations
     }
 
     /// `GET /ops[?refresh=S]`, behind the route's guard (`Route.Guard.opsBasic`: every request spends a
     /// token of the client's ops limit; without the password, a key of the `default` tenant, the
-    /// operators', 401 with a Basic challenge, counted as a security event; another tenant's sees no
-    /// aggregate): the page, refreshed every S seconds (10 by default, held to 2...300).
+    /// operators', 401 with a Basic challenge, counted as a security event when the request offered
+    /// credentials; another tenant's sees no aggregate): the page, refreshed every S seconds (10 by default, held to 2...300).
     func show(_ request: RelayRequest) throws -> Reply {
         let asked = try request.queryItem("refresh").flatMap { Int($0) } ?? Self.defaultRefresh
         let refresh = min(max(asked, Self.refreshRange.lowerBound), Self.refreshRange.upperBound)
         return .later { [self] in
+            let status = await status()
             let sections = await sections()
             let now = clock.now()
             return pages.page(
                 "ops",
                 [
                     "refreshSeconds": refresh, "updated": Self.clockTime(now, seconds: true),
-                    "updatedISO": ISO8601Milliseconds.string(now), "sections": sections.map(\.values),
+                    "updatedISO": ISO8601Milliseconds.string(now), "status": status.map(\.values),
+                    "sections": sections.map(\.values),
                 ], extraCSP: "; script-src 'self'; connect-src 'self'")
         }
     }
@@ -77,10 +84,139 @@ final class OpsPage: Sendable {
             await liveSessions(),
             lastHour(activity),
             prove(activity),
-            circuitBreaker(),
+            circuitBreaker(activity),
+            answers(activity),
             webhookQueue(activity, current),
             prefill(activity),
         ]
+    }
+
+    // MARK: - the status strip
+
+    /// The strip's boxes, in order: what an operator looks at first. Each is red where its alert rule
+    /// would fire on the figure, amber where something is off below that, green otherwise.
+    func status() async -> [OpsStatus] {
+        let activity = metrics.recent.snapshot()
+        return [
+            await storeStatus(),
+            breakerStatus(activity),
+            proveErrorStatus(activity),
+            answersStatus(activity),
+            webhookStatus(activity, metrics.current),
+            drainStatus(),
+        ]
+    }
+
+    func storeStatus() async -> OpsStatus {
+        guard let problem = await operations.storeProblem() else {
+            return OpsStatus(id: "store", label: "Store", value: "ready", detail: "takes reads and writes", level: .ok)
+        }
+        return OpsStatus(id: "store", label: "Store", value: problem, detail: "/readyz answers 503", level: .bad)
+    }
+
+    func breakerStatus(_ activity: RecentActivity.Snapshot) -> OpsStatus {
+        let refused: Counts<RecentActivity.BreakerRefusal> = activity.breakerRefusals.sum()
+        let refusals = refused[.refused] == 1 ? "1 call refused" : "\(refused[.refused]) calls refused"
+        switch breaker.state {
+        case .closed:
+            var detail = "failures in a row \(breaker.consecutiveFailures) of \(breaker.failureThreshold)"
+            if refused[.refused] > 0 { detail += "; \(refusals) (503) in the last hour" }
+            return OpsStatus(id: "breaker", label: "Prove breaker", value: "closed", detail: detail, level: .ok)
+        case .open:
+            return OpsStatus(
+                id: "breaker", label: "Prove breaker", value: "open",
+                detail: "\(refusals) at once (503) in the last hour; a probe goes \(nextProbe())", level: .bad)
+        case .halfOpen:
+            return OpsStatus(
+                id: "breaker", label: "Prove breaker", value: "half-open",
+                detail: "one probe is trying Prove; \(refusals) (503) in the last hour", level: .warn)
+        }
+    }
+
+    /// When an open breaker lets its probe through: "in 8.0 s", or "with the next call" once its time is up.
+    private func nextProbe() -> String {
+        guard let until = breaker.openUntil, until > clock.now() else { return "with the next call" }
+        return "in " + Self.duration(until.timeIntervalSince(clock.now()))
+    }
+
+    /// The worst endpoint's share of failed calls over the rule's window (the last
+    /// `proveErrorWindowMinutes` minutes, the current one included).
+    func proveErrorStatus(_ activity: RecentActivity.Snapshot) -> OpsStatus {
+        let window = AlertThresholds.proveErrorWindowMinutes
+        let threshold = AlertThresholds.proveErrorRate
+        var worst: (endpoint: String, calls: ProveMinute, rate: Double)?
+        for endpoint in activity.prove.keys.sorted() {
+            let recent: ProveMinute = activity.prove[endpoint, default: []].suffix(window).sum()
+            guard recent.calls > 0 else { continue }
+            let rate = Double(recent.errors) / Double(recent.calls)
+            if rate > worst?.rate ?? -1 { worst = (endpoint, recent, rate) }
+        }
+        guard let (endpoint, calls, rate) = worst else {
+            return OpsStatus(
+                id: "prove-errors", label: "Prove error rate", value: "–",
+                detail: "no call in the last \(window) min", level: .ok)
+        }
+        let level: OpsStatus.Level = rate > threshold ? .bad : calls.errors > 0 ? .warn : .ok
+        return OpsStatus(
+            id: "prove-errors", label: "Prove error rate", value: Self.percent(rate),
+            detail: "\(endpoint): \(calls.errors) of \(calls.calls) calls failed in the last \(window) min; "
+                + "alert above \(Self.percent(threshold))",
+            level: level)
+    }
+
+    /// The relay's own 5xx over the rule's window, with the rule's floor of answers.
+    func answersStatus(_ activity: RecentActivity.Snapshot) -> OpsStatus {
+        let window = AlertThresholds.serverErrorWindowMinutes
+        let recent: Counts<RecentActivity.AnswerClass> = activity.answers.suffix(window).sum()
+        let failed = recent[.unavailable] + recent[.serverError]
+        guard recent.total > 0 else {
+            return OpsStatus(
+                id: "answers", label: "5xx answers", value: "–", detail: "no answer in the last \(window) min",
+                level: .ok)
+        }
+        let ratio = Double(failed) / Double(recent.total)
+        let over = ratio > AlertThresholds.serverErrorRatio && recent.total >= AlertThresholds.serverErrorMinimumAnswers
+        return OpsStatus(
+            id: "answers", label: "5xx answers", value: Self.percent(ratio),
+            detail: "\(failed) of \(recent.total) answers in the last \(window) min (503: \(recent[.unavailable])); "
+                + "alert above \(Self.percent(AlertThresholds.serverErrorRatio))",
+            level: over ? .bad : failed > 0 ? .warn : .ok)
+    }
+
+    func webhookStatus(_ activity: RecentActivity.Snapshot, _ current: RelayMetrics.Readable) -> OpsStatus {
+        guard let webhooks else {
+            return OpsStatus(id: "webhooks", label: "Webhooks", value: "off", detail: "no receiver set", level: .off)
+        }
+        let lanes = webhooks.lanes
+        let taking = lanes.filter { $0.receiver.state == .closed }.count
+        let value =
+            lanes.count == 1
+            ? (taking == 1 ? "taking messages" : "not taking messages")
+            : "\(taking) of \(lanes.count) taking messages"
+        let failed: Counts<WebhookOutcome> = activity.webhooks.sum()
+        var details: [String] = []
+        var over = failed[.failed] > 0
+        if let (backlog, at) = current.webhookBacklog {
+            details.append("\(backlog.pending) pending")
+            over = over || backlog.pending > AlertThresholds.webhookQueueDepth
+            if let oldest = backlog.oldestPending {
+                let age = max(0, at.timeIntervalSince(oldest))
+                details.append("oldest \(Self.duration(age))")
+                over = over || age > AlertThresholds.webhookOldestPendingSeconds
+            }
+        }
+        if failed[.failed] > 0 { details.append("\(failed[.failed]) given up in the last hour") }
+        return OpsStatus(
+            id: "webhooks", label: lanes.count == 1 ? "Webhook receiver" : "Webhook receivers", value: value,
+            detail: details.joined(separator: ", "), level: over ? .bad : taking < lanes.count ? .warn : .ok)
+    }
+
+    func drainStatus() -> OpsStatus {
+        operations.draining.isDraining
+            ? OpsStatus(
+                id: "drain", label: "Drain", value: "draining", detail: "/readyz answers 503; finishing what is open",
+                level: .warn)
+            : OpsStatus(id: "drain", label: "Drain", value: "serving", detail: "not shutting down", level: .ok)
     }
 
     // MARK: - the sections
@@ -94,8 +230,13 @@ final class OpsPage: Sendable {
         let open = transports.map { current.channels[$0.0] ?? 0 }
         var section = OpsSection(id: "channels", title: "Channels open", scope: thisInstance)
         section.figures = zip(transports, open).map { OpsSection.Figure(label: $0.0.1, value: String($0.1)) }
+        let nearCap =
+            current.maxConnections > 0
+            && Double(current.connections) / Double(current.maxConnections) > AlertThresholds.connectionsRatio
         section.figures.append(
-            .init(label: "Connections", value: "\(current.connections) of \(current.maxConnections)"))
+            .init(
+                label: "Connections", value: "\(current.connections) of \(current.maxConnections)",
+                tone: nearCap ? "bad" : nil))
         section.charts = [
             SVGChart.bars(
                 label: "Desktop channels open now, by transport",
@@ -145,7 +286,9 @@ final class OpsPage: Sendable {
             .init(label: "Expired", value: String(total[.expired])),
             .init(
                 label: "Expiry ratio",
-                value: ended > 0 ? Self.percent(Double(total[.expired]) / Double(ended)) : "–"),
+                value: ended > 0 ? Self.percent(Double(total[.expired]) / Double(ended)) : "–",
+                tone: ended >= AlertThresholds.expiryMinimumEnded
+                    && Double(total[.expired]) / Double(ended) > AlertThresholds.expiryRatio ? "bad" : nil),
         ]
         let titles = minuteTitles(activity.at)
         func series(_ kind: RecentActivity.Kind, _ name: String, _ color: String) -> SVGChart.Series {
@@ -178,10 +321,15 @@ final class OpsPage: Sendable {
             columns: ["Endpoint", "Calls", "Errors", "Error rate", "Mean", "p50", "p99"],
             rows: endpoints.map { endpoint in
                 let hour: ProveMinute = activity.prove[endpoint, default: []].sum()
+                let rate = hour.calls > 0 ? Double(hour.errors) / Double(hour.calls) : nil
+                let p99 = hour.quantile(AlertThresholds.proveSlowQuantile)
                 return [
-                    endpoint, String(hour.calls), String(hour.errors),
-                    hour.calls > 0 ? Self.percent(Double(hour.errors) / Double(hour.calls)) : "–",
-                    seconds(hour.meanSeconds), seconds(hour.quantile(0.5)), seconds(hour.quantile(0.99)),
+                    .init(endpoint), .init(String(hour.calls)), .init(String(hour.errors)),
+                    .init(
+                        rate.map { Self.percent($0) } ?? "–",
+                        tone: (rate ?? 0) > AlertThresholds.proveErrorRate ? "bad" : nil),
+                    .init(seconds(hour.meanSeconds)), .init(seconds(hour.quantile(0.5))),
+                    .init(seconds(p99), tone: (p99 ?? 0) > AlertThresholds.proveSlowSeconds ? "bad" : nil),
                 ]
             })
         let minutes = (0..<MinuteSeries<ProveMinute>.length).map { index in
@@ -195,25 +343,74 @@ final class OpsPage: Sendable {
                     .init(name: "errors (non-2xx, timeout)", color: Palette.red, values: minutes.map(\.errors)),
                 ], titles: minuteTitles(activity.at), axis: ("60 min ago", "now"))
         ]
-        section.note = "p50 and p99 are estimated from the latency buckets of linkrelay_prove_call_duration_seconds."
+        section.note =
+            "p50 and p99 are estimated from the latency buckets of linkrelay_prove_call_duration_seconds. "
+            + "Red: over an alert's threshold (error rate \(Self.percent(AlertThresholds.proveErrorRate)), "
+            + "p99 \(Self.duration(AlertThresholds.proveSlowSeconds)))."
         return section
     }
 
-    func circuitBreaker() -> OpsSection {
+    func circuitBreaker(_ activity: RecentActivity.Snapshot) -> OpsSection {
         var section = OpsSection(id: "breaker", title: "Circuit breaker around Prove", scope: thisInstance)
-        let state = breaker.state
-        let word: String
-        let tone: String
-        switch state {
-        case .closed: (word, tone) = ("closed", "ok")
-        case .open: (word, tone) = ("open", "bad")
-        case .halfOpen: (word, tone) = ("half-open", "warn")
+        let refused: Counts<RecentActivity.BreakerRefusal> = activity.breakerRefusals.sum()
+        // The count of failures in a row is the closed state's: open and half-open say what comes next instead.
+        switch breaker.state {
+        case .closed:
+            section.figures = [
+                .init(label: "State", value: "closed", tone: "ok"),
+                .init(
+                    label: "Failures in a row", value: "\(breaker.consecutiveFailures) of \(breaker.failureThreshold)"),
+            ]
+        case .open:
+            section.figures = [
+                .init(label: "State", value: "open", tone: "bad"),
+                .init(label: "Next probe", value: nextProbe()),
+            ]
+        case .halfOpen:
+            section.figures = [
+                .init(label: "State", value: "half-open", tone: "warn"),
+                .init(label: "Probe", value: "trying Prove"),
+            ]
         }
-        section.figures = [
-            .init(label: "State", value: word, tone: tone),
-            .init(label: "Failures in a row", value: "\(breaker.consecutiveFailures) of \(breaker.failureThreshold)"),
+        section.figures += [
+            .init(
+                label: "Refused (503), last hour", value: String(refused[.refused]),
+                tone: refused[.refused] > 0 ? "bad" : nil),
+            .init(label: "Opens after", value: "\(breaker.failureThreshold) failures in a row"),
             .init(label: "Stays open for", value: Self.duration(breaker.openDuration)),
         ]
+        section.charts = [
+            SVGChart.columns(
+                label: "Calls the open breaker refused per minute, last 60 minutes",
+                series: [
+                    .init(name: "refused", color: Palette.red, values: activity.breakerRefusals.map { $0[.refused] })
+                ], titles: minuteTitles(activity.at), axis: ("60 min ago", "now"))
+        ]
+        section.note = "Each refused call is a request answered 503 at once, without asking Prove."
+        return section
+    }
+
+    func answers(_ activity: RecentActivity.Snapshot) -> OpsSection {
+        var section = OpsSection(id: "answers", title: "The relay's answers, last hour", scope: thisInstance)
+        let hour: Counts<RecentActivity.AnswerClass> = activity.answers.sum()
+        section.figures = [
+            .init(label: "Answers", value: String(hour.total)),
+            .init(label: "4xx", value: String(hour[.clientError])),
+            .init(label: "503", value: String(hour[.unavailable]), tone: hour[.unavailable] > 0 ? "bad" : nil),
+            .init(label: "Other 5xx", value: String(hour[.serverError]), tone: hour[.serverError] > 0 ? "bad" : nil),
+        ]
+        func series(_ kind: RecentActivity.AnswerClass, _ name: String, _ color: String) -> SVGChart.Series {
+            .init(name: name, color: color, values: activity.answers.map { $0[kind] })
+        }
+        section.charts = [
+            SVGChart.columns(
+                label: "Answers per minute by status, last 60 minutes",
+                series: [
+                    series(.success, "1xx–3xx", Palette.blue), series(.clientError, "4xx", Palette.amber),
+                    series(.unavailable, "503", Palette.red), series(.serverError, "other 5xx", Palette.purple),
+                ], titles: minuteTitles(activity.at), axis: ("60 min ago", "now"))
+        ]
+        section.note = "By route and status: linkrelay_http_responses_total."
         return section
     }
 
@@ -225,9 +422,15 @@ final class OpsPage: Sendable {
         }
         if let (backlog, at) = current.webhookBacklog {
             let oldest = backlog.oldestPending.map { Self.duration(max(0, at.timeIntervalSince($0))) } ?? "–"
+            let age = backlog.oldestPending.map { max(0, at.timeIntervalSince($0)) } ?? 0
             section.figures = [
-                .init(label: "Pending", value: String(backlog.pending), tone: backlog.pending > 0 ? "warn" : nil),
-                .init(label: "Oldest pending", value: oldest),
+                .init(
+                    label: "Pending", value: String(backlog.pending),
+                    tone: backlog.pending > AlertThresholds.webhookQueueDepth
+                        ? "bad" : backlog.pending > 0 ? "warn" : nil),
+                .init(
+                    label: "Oldest pending", value: oldest,
+                    tone: age > AlertThresholds.webhookOldestPendingSeconds ? "bad" : nil),
             ]
             section.scope = sharedStore ? "backlog: all instances (the store); attempts: this instance" : thisInstance
         } else {
@@ -271,7 +474,7 @@ final class OpsPage: Sendable {
             columns: ["Step", "Success", "Failure"],
             rows: steps.map { step in
                 let hour: Counts<RecentActivity.StepOutcome> = activity.prefill[step, default: []].sum()
-                return [step.rawValue, String(hour[.success]), String(hour[.failure])]
+                return [.init(step.rawValue), .init(String(hour[.success])), .init(String(hour[.failure]))]
             })
         section.note = "Prove's success on each step; Prove's errors are under Calls to Prove."
         return section
@@ -328,7 +531,18 @@ struct OpsSection: Sendable {
 
     struct Table: Sendable {
         var columns: [String]
-        var rows: [[String]]
+        var rows: [[Cell]]
+    }
+
+    struct Cell: Sendable {
+        var text: String
+        /// As a figure's: `bad` for a value over an alert's threshold.
+        var tone: String?
+
+        init(_ text: String, tone: String? = nil) {
+            self.text = text
+            self.tone = tone
+        }
     }
 
     /// The section's HTML id: stable, for links and tests.
@@ -353,9 +567,43 @@ struct OpsSection: Sendable {
             "charts": charts.map { ["svg": $0] },
         ]
         if let table {
-            values["table"] = ["columns": table.columns, "rows": table.rows.map { ["cells": $0] }]
+            values["table"] = [
+                "columns": table.columns,
+                "rows": table.rows.map { row in
+                    [
+                        "cells": row.map { cell -> [String: Any] in
+                            var values: [String: Any] = ["text": cell.text]
+                            if let tone = cell.tone { values["tone"] = tone }
+                            return values
+                        }
+                    ]
+                },
+            ]
         }
         if let note { values["note"] = note }
         return values
+    }
+}
+
+/// One box of the ops page's status strip: what it is about, its state in a word or a figure, what
+/// lies behind that, and its colour.
+struct OpsStatus: Sendable {
+    enum Level: String, Sendable {
+        case ok
+        case warn
+        case bad
+        /// Not in use (webhooks off): no colour.
+        case off
+    }
+
+    /// The box's HTML id is `status-<id>`: stable, for links and tests.
+    var id: String
+    var label: String
+    var value: String
+    var detail: String
+    var level: Level
+
+    var values: [String: Any] {
+        ["id": id, "label": label, "value": value, "detail": detail, "level": level.rawValue]
     }
 }

@@ -3,7 +3,8 @@ import LinkRelayCore
 import LinkRelaySupport
 
 /// The last hour on this instance, minute by minute: taps and how sessions ended, Prove's calls by
-/// endpoint, webhook attempts by outcome, Pre-Fill steps by outcome. The ops page charts it; `RelayMetrics` feeds it where it
+/// endpoint, webhook attempts by outcome, Pre-Fill steps by outcome, the relay's answers by class and
+/// the breaker's refusals. The ops page charts it; `RelayMetrics` feeds it where it
 /// counts the same things for `/metrics`, so the page and Prometheus agree.
 final class RecentActivity: Sendable {
     /// What happens to sessions: the first tap, then one of the ways a session ends.
@@ -19,6 +20,26 @@ final class RecentActivity: Sendable {
     /// Prove's `success` on a Pre-Fill step.
     enum StepOutcome: CaseIterable, Sendable { case success, failure }
 
+    /// The relay's answers by class; 503 apart, since the breaker's and the store's refusals are 503s.
+    enum AnswerClass: CaseIterable, Sendable {
+        case success
+        case clientError
+        case unavailable
+        case serverError
+
+        init(status: Int) {
+            switch status {
+            case 503: self = .unavailable
+            case 500...: self = .serverError
+            case 400...: self = .clientError
+            default: self = .success
+            }
+        }
+    }
+
+    /// Calls the open breaker refused at once.
+    enum BreakerRefusal: CaseIterable, Sendable { case refused }
+
     /// A copy of the last hour, each series oldest minute first, the last one the current minute.
     struct Snapshot: Sendable {
         var at: Date
@@ -26,6 +47,8 @@ final class RecentActivity: Sendable {
         var prove: [String: [ProveMinute]]
         var webhooks: [Counts<WebhookOutcome>]
         var prefill: [RelayMetrics.PrefillStep: [Counts<StepOutcome>]]
+        var answers: [Counts<AnswerClass>]
+        var breakerRefusals: [Counts<BreakerRefusal>]
     }
 
     private struct State {
@@ -33,6 +56,8 @@ final class RecentActivity: Sendable {
         var prove: [String: MinuteSeries<ProveMinute>] = [:]
         var webhooks = MinuteSeries<Counts<WebhookOutcome>>()
         var prefill: [RelayMetrics.PrefillStep: MinuteSeries<Counts<StepOutcome>>] = [:]
+        var answers = MinuteSeries<Counts<AnswerClass>>()
+        var breakerRefusals = MinuteSeries<Counts<BreakerRefusal>>()
     }
 
     let clock: any RelayClock
@@ -68,6 +93,16 @@ final class RecentActivity: Sendable {
         }
     }
 
+    func answered(status: Int) {
+        let now = clock.now()
+        state.withLock { $0.answers.update(at: now) { $0[AnswerClass(status: status)] += 1 } }
+    }
+
+    func breakerRefused() {
+        let now = clock.now()
+        state.withLock { $0.breakerRefusals.update(at: now) { $0[.refused] += 1 } }
+    }
+
     func snapshot() -> Snapshot {
         let now = clock.now()
         return state.withLock { state in
@@ -75,7 +110,9 @@ final class RecentActivity: Sendable {
                 at: now, sessions: state.sessions.lastHour(endingAt: now),
                 prove: state.prove.mapValues { $0.lastHour(endingAt: now) },
                 webhooks: state.webhooks.lastHour(endingAt: now),
-                prefill: state.prefill.mapValues { $0.lastHour(endingAt: now) })
+                prefill: state.prefill.mapValues { $0.lastHour(endingAt: now) },
+                answers: state.answers.lastHour(endingAt: now),
+                breakerRefusals: state.breakerRefusals.lastHour(endingAt: now))
         }
     }
 }

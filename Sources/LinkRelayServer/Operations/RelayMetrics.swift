@@ -20,6 +20,10 @@ public final class RelayMetrics: ProveCallObserver {
     private let proveCalls = Locked<[String: Counter]>([:])
     private let proveLatency = Locked<[String: DurationHistogram]>([:])
     private let breakerOpen: Gauge
+    private let breakerRefusals: Counter
+    /// By `route status`, made at first use: routes are the route table's patterns (or `unmatched`), so
+    /// the label set stays bounded whatever paths clients ask for.
+    private let httpResponses = Locked<[String: Counter]>([:])
     private let limitTrips: [LimitKind: Counter]
     private let securityEvents = Locked<[String: Counter]>([:])
     private let lastQuestions: [Bool: Counter]
@@ -109,6 +113,10 @@ public final class RelayMetrics: ProveCallObserver {
             descriptor: .init(
                 metricName: "linkrelay_prove_breaker_open", unitName: "",
                 helpText: "1 while the circuit breaker around Prove is open or half-open, else 0"))
+        breakerRefusals = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_prove_breaker_refusals_total", unitName: "",
+                helpText: "Calls to Prove the open breaker refused at once (a create answers 503 for each)"))
         limitTrips = Self.counters(
             registry, "linkrelay_limit_trips_total",
             "Requests turned away with 429 by a rate or connection limit, by limit", label: "limit",
@@ -171,6 +179,29 @@ public final class RelayMetrics: ProveCallObserver {
     }
 
     func breakerChanged(open: Bool) { breakerOpen.set(Int64(open ? 1 : 0)) }
+    func breakerRefused() {
+        breakerRefusals.increment()
+        recent.breakerRefused()
+    }
+
+    /// Every answer the relay writes (`ResponseWriter.head`): `route` is the route table's pattern of
+    /// the request's line, or `unmatched`.
+    func httpResponse(route: String, status: Int) {
+        let counter = httpResponses.withLock { counters in
+            let key = route + " " + String(status)
+            if let counter = counters[key] { return counter }
+            let counter = registry.makeCounter(
+                descriptor: .init(
+                    metricName: "linkrelay_http_responses_total", unitName: "",
+                    helpText:
+                        "Answers the relay wrote, by route (the route table's path pattern, or unmatched) and status code"
+                ), labels: [("route", route), ("status", String(status))])
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
+        recent.answered(status: status)
+    }
     /// A limit trip counts in `linkrelay_limit_trips_total`, anything else turned away in
     /// `linkrelay_security_events_total`.
     func securityEvent(_ event: SecurityEvents.Event) {
@@ -309,7 +340,7 @@ public final class RelayMetrics: ProveCallObserver {
                 descriptor: .init(
                     metricName: "linkrelay_prove_call_duration_seconds", unitName: "",
                     helpText: "Latency of calls to Prove, by endpoint"), labels: [("endpoint", endpoint)],
-                buckets: ProveMinute.bucketBounds.map { .milliseconds(Int64(($0 * 1000).rounded())) })
+                buckets: ProveMinute.bucketBounds.map { .microseconds(Int64(($0 * 1_000_000).rounded())) })
             histograms[endpoint] = histogram
             return histogram
         }

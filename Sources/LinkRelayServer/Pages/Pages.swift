@@ -12,6 +12,8 @@ final class Pages: Sendable {
     /// The ops page's own style sheet and the script that refreshes it in place.
     let opsStylesheet: String
     let opsScript: String
+    /// The pages' icon (SVG), `GET /favicon.ico`: browsers ask for it on every site.
+    let favicon: String
     /// The browser client, `GET /v1/client.js`.
     /// `GET /v1/client.js`: integrators' pages load it from the relay, so a browser revalidates it on every
     /// load and gets a bodiless 304 while the relay's copy is unchanged.
@@ -24,7 +26,7 @@ final class Pages: Sendable {
 
     private init(
         library: MustacheLibrary, sandbox: Bool, stylesheet: String, demoScript: String, clientScript: String,
-        ops: (css: String, js: String),
+        ops: (css: String, js: String), favicon: String,
         templates: [String]
     ) {
         self.library = library
@@ -32,6 +34,7 @@ final class Pages: Sendable {
         self.stylesheet = stylesheet
         self.demoScript = demoScript
         (opsStylesheet, opsScript) = ops
+        self.favicon = favicon
         self.clientScript = ETaggedDocument(Array(clientScript.utf8), contentType: "text/javascript; charset=utf-8")
         plain = Dictionary(
             uniqueKeysWithValues: templates.map { ($0, ByteBuffer(string: Self.html(library, sandbox, $0, [:]))) })
@@ -53,7 +56,7 @@ final class Pages: Sendable {
         return Pages(
             library: library, sandbox: sandbox, stylesheet: try asset("relay.css"), demoScript: try asset("demo.js"),
             clientScript: try asset("client.js"),
-            ops: (try asset("ops.css"), try asset("ops.js")), templates: templates)
+            ops: (try asset("ops.css"), try asset("ops.js")), favicon: try asset("favicon.svg"), templates: templates)
     }
 
     /// No templates: every page is a bare HTML title. For a server without pages (`linkrelay sandbox`), which
@@ -61,7 +64,7 @@ final class Pages: Sendable {
     static func withoutTemplates() -> Pages {
         Pages(
             library: MustacheLibrary(), sandbox: true, stylesheet: "", demoScript: "", clientScript: "",
-            ops: ("", ""), templates: [])
+            ops: ("", ""), favicon: "", templates: [])
     }
 
     /// `templates/` in the working directory, else the one in the source tree this was built from.

@@ -11,6 +11,8 @@ struct BreakerProveClient: ProveClient {
     let wrapped: any ProveClient
     let breaker: CircuitBreaker
     let clock: any RelayClock
+    /// Told of each call refused at once while open: the ops page and `/metrics` count them.
+    var refused: @Sendable () -> Void = {}
 
     func unify(_ request: UnifyRequest, deadline: ContinuousClock.Instant) async throws -> UnifyResponse {
         try await guarded { try await wrapped.unify(request, deadline: deadline) }
@@ -54,6 +56,7 @@ struct BreakerProveClient: ProveClient {
 
     private func guarded<T>(_ call: () async throws -> T) async throws -> T {
         guard let permit = breaker.acquire(now: clock.now()) else {
+            refused()
             throw ProveClientError.unavailable(reason: "circuit breaker open after repeated Prove failures")
         }
         do {
