@@ -69,10 +69,11 @@ struct SessionServiceTests {
         func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
             try await memory.recordWebhookAttempts(messages)
         }
-        func webhookMessages(tenant: String, state: WebhookMessage.State?, limit: Int) async throws
-            -> [WebhookMessage]
-        {
-            try await memory.webhookMessages(tenant: tenant, state: state, limit: limit)
+        func webhookMessages(tenant: String, _ listing: WebhookListing) async throws -> [WebhookMessage] {
+            try await memory.webhookMessages(tenant: tenant, listing)
+        }
+        func makeRetriesDue(tenant: String, now: Date) async throws -> Int {
+            try await memory.makeRetriesDue(tenant: tenant, now: now)
         }
         func retryWebhook(id: String, tenant: String, now: Date) async throws -> WebhookMessage? {
             try await memory.retryWebhook(id: id, tenant: tenant, now: now)

@@ -66,6 +66,13 @@ struct TenantIsolationTests {
         #expect(await acmeReceiver.received.isEmpty, "acme made no session: its receiver heard nothing")
     }
 
+    /// A page of `GET /v1/webhooks/messages`: its ids and the next page's cursor.
+    struct Page: Decodable {
+        struct Message: Decodable { var id: String }
+        var messages: [Message]
+        var next: String?
+    }
+
     static func attack(_ relay: TestRelay, received: (Int) async -> Void) async throws {
         // The owner's sessions: one waiting, one possession_required (bind allowed), one Pre-Fill verified
         // (challenge allowed).
@@ -128,6 +135,15 @@ struct TenantIsolationTests {
             .GET, "/v1/webhooks/messages", headers: [("Authorization", "Bearer \(acmeKey)")])
         #expect(listed.status == 200)
         #expect(try listed.json(Messages.self).messages.isEmpty)
+        // Nor by the owner's session, nor after a cursor from the owner's own pages.
+        let cursor = try #require(
+            try await relay.api(.GET, "/v1/webhooks/messages?limit=1").json(Page.self).next)
+        for query in ["session=\(none.sessionId)", "after=\(cursor)", "session=\(prefill.sessionId)&after=\(cursor)"] {
+            let page = try await relay.request(
+                .GET, "/v1/webhooks/messages?" + query, headers: [("Authorization", "Bearer \(acmeKey)")])
+            #expect(page.status == 200, "\(query)")
+            #expect(try page.json(Page.self).messages.isEmpty && page.json(Page.self).next == nil, "\(query)")
+        }
 
         // Nothing changed: the sessions read as before, the messages are as they were, and the owner's
         // own bind and challenge go through.

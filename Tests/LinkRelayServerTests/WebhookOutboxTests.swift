@@ -139,6 +139,127 @@ struct WebhookOutboxTests {
         }
     }
 
+    /// A new session of `tenant` whose change put one message per date of `at` in the outbox.
+    static func report(_ store: any RelayStore, at dates: [Date], tenant: String = Tenant.defaultName) async throws
+        -> [WebhookMessage]
+    {
+        let now = dates[0]
+        var session = Session(
+            id: Secrets.sessionID(), linkKey: Secrets.token(length: 22), channelToken: "t", createdAt: now,
+            expiresAt: now.addingTimeInterval(180), correlationId: "c", authToken: nil, clientRequestId: "r",
+            phoneNumber: "2001004014", finalTargetUrl: "https://relay.example/l/x", idempotencyKey: nil,
+            requestFingerprint: "f", desktopIPAddress: nil)
+        session.tenant = tenant == Tenant.defaultName ? nil : tenant
+        let first = session.record(.waiting(expiresAt: session.expiresAt), at: now)
+        try await store.insert(session, event: first)
+        let version = session.version
+        let event = session.record(.tapped(asc: true), at: now)
+        session.version = version + 1
+        let messages = dates.map {
+            WebhookMessage(
+                type: "session.tapped", sessionId: session.id, tenant: tenant, createdAt: $0,
+                payload: Array(#"{"type":"session.tapped"}"#.utf8))
+        }
+        #expect(
+            try await store.update(
+                session, expectedVersion: version, appending: [event], reporting: messages, committed: {}))
+        return messages
+    }
+
+    @Test(
+        "The list goes page by page to its end, newest first, by session and state, never another tenant's",
+        arguments: stores)
+    func pages(kind: String) async throws {
+        try await Self.withStore(kind) { store in
+            let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+            var singles: [WebhookMessage] = []
+            for index in 0..<5 { singles += try await Self.report(store, at: [t0 + Double(index)]) }
+            // Two in one millisecond: the id orders them.
+            let pair = try await Self.report(store, at: [t0 + 10, t0 + 10])
+            let acme = try await Self.report(store, at: [t0 + 20], tenant: "acme")
+            // Outcomes for two (on SQLite they leave the queue for their rows): the pages span both tables.
+            let claimed = try await store.claimWebhooks(
+                tenant: Tenant.defaultName, dueBy: t0 + 10, leaseUntil: t0 + 70, limit: 2)
+            var outcomes = claimed
+            outcomes[0].state = .delivered
+            outcomes[1].nextAttemptAt = t0 + 40
+            for index in outcomes.indices {
+                outcomes[index].attempts = [.init(at: t0 + 10, status: 204, error: nil, durationMs: 1)]
+            }
+            try await store.recordWebhookAttempts(outcomes)
+
+            func paged(_ listing: WebhookListing, tenant: String = Tenant.defaultName) async throws -> [String] {
+                var listing = listing
+                var ids: [String] = []
+                while true {
+                    let page = try await store.webhookMessages(tenant: tenant, listing)
+                    ids += page.map(\.id)
+                    guard page.count == listing.limit, let last = page.last else { return ids }
+                    listing.after = WebhookCursor(last)
+                }
+            }
+            let newestFirst = (singles + pair).sorted { WebhookCursor($0) > WebhookCursor($1) }.map(\.id)
+            #expect(newestFirst.prefix(2) == ArraySlice(pair.map(\.id).sorted(by: >)))
+            for limit in [1, 2, 3, 100] {
+                #expect(try await paged(WebhookListing(limit: limit)) == newestFirst, "limit \(limit)")
+            }
+            let delivered = outcomes[0].id
+            #expect(
+                try await paged(WebhookListing(state: .pending, limit: 2)) == newestFirst.filter { $0 != delivered })
+            #expect(try await paged(WebhookListing(state: .delivered, limit: 1)) == [delivered])
+            #expect(
+                try await paged(WebhookListing(sessionId: pair[0].sessionId, limit: 1)) == pair.map(\.id).sorted(by: >))
+            #expect(
+                try await paged(WebhookListing(state: .delivered, sessionId: pair[0].sessionId, limit: 5)).isEmpty)
+            #expect(try await paged(WebhookListing(sessionId: acme[0].sessionId, limit: 5)).isEmpty, "another tenant's")
+            #expect(try await paged(WebhookListing(limit: 5), tenant: "acme") == acme.map(\.id))
+            // A cursor past every message ends the list.
+            let oldest = try #require(singles.first)
+            #expect(
+                try await store.webhookMessages(
+                    tenant: Tenant.defaultName, WebhookListing(after: WebhookCursor(oldest), limit: 5)
+                ).isEmpty)
+        }
+    }
+
+    @Test(
+        "A receiver back: what waits for a retry is due at once, oldest first; what is being sent keeps its lease",
+        arguments: stores)
+    func retriesDue(kind: String) async throws {
+        try await Self.withStore(kind) { store in
+            let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+            var messages: [WebhookMessage] = []
+            for index in 0..<4 { messages += try await Self.report(store, at: [t0 + Double(index)]) }
+            let other = try await Self.report(store, at: [t0], tenant: "acme")
+            #expect(
+                try await store.claimWebhooks(tenant: Tenant.defaultName, dueBy: t0 + 3, leaseUntil: t0 + 63, limit: 10)
+                    .count == 4)
+            #expect(try await store.claimWebhooks(tenant: "acme", dueBy: t0, leaseUntil: t0 + 60, limit: 10).count == 1)
+            // The first three failed and wait for retries, not in their order; the fourth is being sent.
+            var failed = Array(messages.prefix(3)) + other
+            for (index, delay) in [40.0, 20, 30, 25].enumerated() {
+                failed[index].attempts = [.init(at: t0 + 3, status: 503, error: "answered 503", durationMs: 1)]
+                failed[index].nextAttemptAt = t0 + delay
+            }
+            try await store.recordWebhookAttempts(failed)
+            #expect(
+                try await store.claimWebhooks(
+                    tenant: Tenant.defaultName, dueBy: t0 + 10, leaseUntil: t0 + 70, limit: 10
+                )
+                .isEmpty)
+
+            #expect(try await store.makeRetriesDue(tenant: Tenant.defaultName, now: t0 + 10) == 3)
+            #expect(
+                try await store.claimWebhooks(
+                    tenant: Tenant.defaultName, dueBy: t0 + 10, leaseUntil: t0 + 70, limit: 10
+                )
+                .map(\.id) == messages.prefix(3).map(\.id))
+            // Another tenant's receiver is not back: its message waits for its own retry.
+            #expect(
+                try await store.claimWebhooks(tenant: "acme", dueBy: t0 + 10, leaseUntil: t0 + 70, limit: 10).isEmpty)
+        }
+    }
+
     @Test("Newest first, and at most the limit")
     func listing() async throws {
         try await Self.withStore("sqlite") { store in

@@ -119,13 +119,68 @@ struct WebhookRelayTests {
                 #expect(await receiver.received.map { $0.headers["webhook-id"] } == [message.id, message.id])
 
                 #expect(try await relay.api(.POST, "/v1/webhooks/messages/msg_nope/retry").status == 404)
-                for query in ["state=sent", "limit=0", "limit=1001", "limit=ten"] {
+                for query in [
+                    "state=sent", "limit=0", "limit=1001", "limit=ten", "after=", "after=%25%25", "after=bm9jb2xvbg",
+                    "after=OmlkLXdpdGhvdXQtdGltZQ", "session=",
+                ] {
                     let answer = try await relay.api(.GET, "/v1/webhooks/messages?" + query)
                     #expect(answer.status == 400, "\(query)")
                     #expect(answer.header("Content-Type") == "application/problem+json")
                 }
                 #expect(try await relay.request(.GET, "/v1/webhooks/messages").status == 401)
                 #expect(try await relay.request(.POST, "/v1/webhooks/messages/\(message.id)/retry").status == 401)
+            }
+        }
+    }
+
+    @Test("The list goes page by page with its cursor to a null next, and shows one session's messages")
+    func pages() async throws {
+        struct Page: Decodable {
+            struct Message: Decodable {
+                var id: String
+                var sessionId: String
+            }
+            var messages: [Message]
+            var next: String?
+        }
+        let receiver = WebhookReceiver()
+        try await receiver.serve { url in
+            try await TestRelay.run(flags: Self.flags(url)) { relay in
+                var sessions: [String] = []
+                for _ in 0..<3 {
+                    let created = try await relay.createSession()
+                    #expect(try await relay.api(.POST, "/v1/sessions/\(created.sessionId)/cancel").status == 200)
+                    sessions.append(created.sessionId)
+                }
+                await receiver.waitFor(3)
+                let all = try await relay.api(.GET, "/v1/webhooks/messages").json(Page.self)
+                #expect(all.messages.count == 3 && all.next == nil)
+                #expect(all.messages.map(\.sessionId) == sessions.reversed(), "newest first")
+
+                var paged: [String] = []
+                var query = "limit=2"
+                while true {
+                    let answer = try await relay.api(.GET, "/v1/webhooks/messages?" + query)
+                    #expect(answer.status == 200)
+                    #expect(answer.body.contains(#""next":"#), "next is there, null on the last page")
+                    let page = try answer.json(Page.self)
+                    paged += page.messages.map(\.id)
+                    guard let next = page.next else { break }
+                    #expect(page.messages.count == 2)
+                    query = "limit=2&after=" + next
+                }
+                #expect(paged == all.messages.map(\.id))
+
+                let one = try await relay.api(.GET, "/v1/webhooks/messages?session=\(sessions[1])").json(Page.self)
+                #expect(one.messages.map(\.sessionId) == [sessions[1]] && one.next == nil)
+                let failed = try await relay.api(
+                    .GET, "/v1/webhooks/messages?state=failed&session=\(sessions[1])"
+                ).json(Page.self)
+                #expect(failed.messages.isEmpty && failed.next == nil, "both filters hold")
+                let unknown = try await relay.api(
+                    .GET, "/v1/webhooks/messages?session=ses_\(Secrets.token(length: 22))"
+                ).json(Page.self)
+                #expect(unknown.messages.isEmpty && unknown.next == nil)
             }
         }
     }

@@ -29,8 +29,11 @@ final class ObservedOutbox: WebhookOutbox {
         try await store.recordWebhookAttempts(messages)
         for message in messages { continuation.yield(message) }
     }
-    func webhookMessages(tenant: String, state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
-        try await store.webhookMessages(tenant: tenant, state: state, limit: limit)
+    func webhookMessages(tenant: String, _ listing: WebhookListing) async throws -> [WebhookMessage] {
+        try await store.webhookMessages(tenant: tenant, listing)
+    }
+    func makeRetriesDue(tenant: String, now: Date) async throws -> Int {
+        try await store.makeRetriesDue(tenant: tenant, now: now)
     }
     func retryWebhook(id: String, tenant: String, now: Date) async throws -> WebhookMessage? {
         try await store.retryWebhook(id: id, tenant: tenant, now: now)
@@ -242,6 +245,25 @@ struct WebhookSenderTests {
         }
     }
 
+    @Test("A refused connection ends the attempt at once, and its duration is what the clock says, not a timeout")
+    func refusedConnection() async throws {
+        // A port that was just listened on, and no longer is.
+        let closed = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(closed.localAddress?.port)
+        try await closed.close()
+        try await sending(to: "http://127.0.0.1:\(port)/hook") { sender in
+            try await WebhookFixtures.enqueue(store, at: clock.now())
+            sender.wake()
+            let attempt = try #require(try await nextRecorded().attempts.last)
+            #expect(attempt.status == nil)
+            #expect(attempt.error == "connection refused")
+            // The clock did not move while it ran: 0 ms, where the connect timeout (5 s) was recorded before.
+            #expect(attempt.durationMs == 0)
+            #expect(attempt.at == clock.now())
+        }
+    }
+
     @Test("An answer that drips or is huge is not read to its end: the 2xx counts, and the attempt ends")
     func boundedAnswers() async throws {
         let receiver = WebhookReceiver([.drip, .huge(megabytes: 64)])
@@ -299,14 +321,14 @@ struct WebhookSenderTests {
                 let attempts = await receiver.received.count
                 #expect(attempts >= WebhookSender.concurrency + 10)
                 #expect(attempts <= WebhookSender.concurrency + WebhookSender.receiverFailures - 1 + 10)
-                // Back: the next probe is taken, then the never-tried backlog goes at once.
+                // Back: the next probe is taken, then the whole backlog goes at once: the never-tried messages
+                // and those that failed meanwhile, whose retries are not due yet (the clock stays).
                 await receiver.recover()
                 clock.advance(by: WebhookSender.probeInterval)
                 var delivered: Set<String> = []
                 while delivered.count < 100 {
                     let attempt = try await nextRecorded()
                     if attempt.state == .delivered { delivered.insert(attempt.id) }
-                    if delivered.count == 1 { clock.advance(by: 3600) }  // the retries of those that failed
                 }
                 #expect(try await store.webhookBacklog().pending == 0)
                 #expect(sender.lanes[0].receiver.state == .closed)
@@ -323,6 +345,97 @@ struct WebhookSenderTests {
         let late = start + 23 * 3600
         #expect(WebhookSender.nextAttempt(after: 9, now: late, createdAt: start, jitter: 1) == start + 24 * 3600)
         #expect(WebhookSender.nextAttempt(after: 10, now: start + 24 * 3600, createdAt: start) == nil)
+    }
+}
+
+/// The backlog after an outage, on each store: the messages that failed while the receiver was away go
+/// when it is back, without waiting for their retries.
+@Suite("Webhooks: the backlog after an outage, in each store", .timeLimit(.minutes(2)))
+struct WebhookBacklogTests {
+    let clock = ManualClock()
+
+    /// Runs a sender on a new store of `kind`, observed, to `url`.
+    func sending(
+        _ kind: String, to url: String, _ body: (WebhookSender, ObservedOutbox, any RelayStore) async throws -> Void
+    ) async throws {
+        try await WebhookOutboxTests.withStore(kind) { store in
+            let outbox = ObservedOutbox(store)
+            let sender = WebhookSender(
+                webhooks: [(Tenant.defaultName, try WebhookSettings(url: url, secret: WebhookFixtures.secret))],
+                outbox: outbox, clock: clock, metrics: RelayMetrics(), logger: quietLogger())
+            let running = Task { try await sender.run() }
+            defer { running.cancel() }
+            try await body(sender, outbox, store)
+            running.cancel()
+            _ = try? await running.value
+        }
+    }
+
+    /// Each message's outcomes as they are stored, until `done` says so.
+    static func outcomes(
+        _ outbox: ObservedOutbox, until done: ([String: WebhookMessage]) -> Bool
+    ) async throws -> [String: WebhookMessage] {
+        var latest: [String: WebhookMessage] = [:]
+        for await message in outbox.recorded {
+            latest[message.id] = message
+            if done(latest) { break }
+        }
+        return latest
+    }
+
+    @Test(
+        "A receiver away for 4 messages: once a new one is taken, the 4 go too, before their retries are due",
+        arguments: WebhookOutboxTests.stores)
+    func shortOutage(kind: String) async throws {
+        let receiver = WebhookReceiver(Array(repeating: .status(503), count: 4))
+        try await receiver.serve { url in
+            try await sending(kind, to: url) { sender, outbox, store in
+                var waiting: [String] = []
+                for _ in 0..<4 { waiting.append(try await WebhookFixtures.enqueue(store, at: clock.now()).id) }
+                sender.wake()
+                let failed = try await Self.outcomes(outbox) { $0.count == 4 }
+                #expect(failed.values.allSatisfy { $0.state == .pending && $0.nextAttemptAt > clock.now() })
+                #expect(sender.lanes[0].receiver.state == .closed, "4 failures: the breaker stays closed")
+
+                await receiver.recover()
+                let fresh = try await WebhookFixtures.enqueue(store, at: clock.now())
+                sender.wake()
+                let delivered = try await Self.outcomes(outbox) { latest in
+                    latest.count == 5 && latest.values.allSatisfy { $0.state == .delivered }
+                }
+                #expect(Set(delivered.keys) == Set(waiting + [fresh.id]))
+                #expect(await receiver.received.count == 9)
+                #expect(try await store.webhookBacklog().pending == 0)
+            }
+        }
+    }
+
+    @Test(
+        "A receiver down for 6 messages: when the probe is taken, the 6 go at once, not on their retry timers",
+        arguments: WebhookOutboxTests.stores)
+    func outageWithBreaker(kind: String) async throws {
+        let receiver = WebhookReceiver(Array(repeating: .status(503), count: 6))
+        try await receiver.serve { url in
+            try await sending(kind, to: url) { sender, outbox, store in
+                var waiting: [String] = []
+                for _ in 0..<6 { waiting.append(try await WebhookFixtures.enqueue(store, at: clock.now()).id) }
+                sender.wake()
+                let failed = try await Self.outcomes(outbox) { $0.count == 6 }
+                #expect(failed.values.allSatisfy { $0.state == .pending && $0.nextAttemptAt > clock.now() })
+                #expect(sender.lanes[0].receiver.state == .open)
+
+                // Back. A new message is due at once, so the probe has one to take whatever the jitter. The
+                // clock moves by the probe's interval only: a retry due after it (4 to 6 s) waits for no timer.
+                await receiver.recover()
+                let fresh = try await WebhookFixtures.enqueue(store, at: clock.now())
+                clock.advance(by: WebhookSender.probeInterval)
+                let delivered = try await Self.outcomes(outbox) { latest in
+                    latest.count == 7 && latest.values.allSatisfy { $0.state == .delivered }
+                }
+                #expect(Set(delivered.keys) == Set(waiting + [fresh.id]))
+                #expect(sender.lanes[0].receiver.state == .closed)
+            }
+        }
     }
 }
 

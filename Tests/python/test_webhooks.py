@@ -10,12 +10,15 @@ import http.server
 import json
 import os
 import queue
+import re
+import shutil
 import socket
 import subprocess
 import tempfile
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -111,3 +114,56 @@ def test_every_message_verifies_with_standardwebhooks(relay, receiver):
         with pytest.raises(WebhookVerificationError):
             Webhook("whsec_" + base64.b64encode(os.urandom(32)).decode()).verify(body, headers)
     assert types == {"session.tapped", "session.verified"}
+
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "webhook-receivers.md"
+
+
+def guide_code(language):
+    """The receivers' guide's code block in `language`."""
+    return re.search(rf"^```{language}\n(.*?)^```$", GUIDE.read_text(), re.S | re.M).group(1)
+
+
+def a_message(relay, received):
+    """One of the relay's messages, as received: its headers (lower-case names) and raw body."""
+    session = call("POST", relay + "/v1/sessions", {"phoneNumber": "2001004014"})
+    call("POST", relay + f"/v1/sessions/{session['sessionId']}/cancel")
+    headers, body = received.get(timeout=30)
+    return {name.lower(): value for name, value in headers.items()}, body
+
+
+def forged(headers, body):
+    """What the guide's code must refuse: a changed body, another secret, a replayed old message."""
+    other = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+    old = {**headers, "webhook-timestamp": str(int(headers["webhook-timestamp"]) - 600)}
+    return [(SECRET, headers, body.replace(b"session.", b"sessiom.")), (other, headers, body), (SECRET, old, body)]
+
+
+def test_the_guides_python_verifies_the_relays_messages(relay, receiver):
+    _, received = receiver
+    headers, body = a_message(relay, received)
+    namespace = {}
+    exec(guide_code("python"), namespace)
+    verify = namespace["verify"]
+    assert verify(SECRET, headers, body)["type"] == "session.cancelled"
+    for case in forged(headers, body):
+        with pytest.raises(ValueError):
+            verify(*case)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no node on this machine")
+def test_the_guides_node_verifies_the_relays_messages(relay, receiver, tmp_path):
+    _, received = receiver
+    headers, body = a_message(relay, received)
+    (tmp_path / "verify.js").write_text(guide_code("js"))
+    (tmp_path / "run.js").write_text(
+        'const { verify } = require("./verify.js");\n'
+        'const cases = JSON.parse(require("node:fs").readFileSync(0, "utf8"));\n'
+        "console.log(JSON.stringify(cases.map(([secret, headers, body]) => {\n"
+        '  try { return verify(secret, headers, Buffer.from(body, "base64")).type; } catch (e) { return "refused"; }\n'
+        "})));\n")
+    cases = [(SECRET, headers, body)] + forged(headers, body)
+    answer = subprocess.run(
+        ["node", str(tmp_path / "run.js")], capture_output=True, check=True, timeout=30,
+        input=json.dumps([(s, h, base64.b64encode(b).decode()) for s, h, b in cases]).encode())
+    assert json.loads(answer.stdout) == ["session.cancelled", "refused", "refused", "refused"]

@@ -10,6 +10,8 @@ final class MemorySessionStore: RelayStore {
         var byLinkKey: [String: String] = [:]
         var byIdempotencyKey: [String: String] = [:]
         var webhooks: [String: WebhookMessage] = [:]
+        /// Claimed messages, until when: `makeRetriesDue` leaves them to their sender.
+        var leases: [String: Date] = [:]
     }
 
     private let state = Locked(State())
@@ -110,9 +112,10 @@ final class MemorySessionStore: RelayStore {
             let due = state.webhooks.values.filter {
                 $0.tenant == tenant && $0.state == .pending && $0.nextAttemptAt <= now
             }
-            .sorted { $0.nextAttemptAt < $1.nextAttemptAt }.prefix(limit)
+            .sorted { ($0.nextAttemptAt, WebhookCursor($0)) < ($1.nextAttemptAt, WebhookCursor($1)) }.prefix(limit)
             return due.map { message in
                 state.webhooks[message.id]?.nextAttemptAt = leaseUntil
+                state.leases[message.id] = leaseUntil
                 return message
             }
         }
@@ -122,17 +125,27 @@ final class MemorySessionStore: RelayStore {
         state.withLock { state in
             for message in messages where state.webhooks[message.id] != nil {
                 state.webhooks[message.id] = message
+                state.leases[message.id] = nil
             }
         }
     }
 
-    func webhookMessages(tenant: String, state wanted: WebhookMessage.State?, limit: Int) async throws
-        -> [WebhookMessage]
-    {
+    func webhookMessages(tenant: String, _ listing: WebhookListing) async throws -> [WebhookMessage] {
         state.withLock { state in
             Array(
-                state.webhooks.values.filter { $0.tenant == tenant && (wanted == nil || $0.state == wanted) }
-                    .sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }.prefix(limit))
+                state.webhooks.values.filter { $0.tenant == tenant && listing.includes($0) }
+                    .sorted { WebhookCursor($0) > WebhookCursor($1) }.prefix(listing.limit))
+        }
+    }
+
+    func makeRetriesDue(tenant: String, now: Date) async throws -> Int {
+        state.withLock { state in
+            let waiting = state.webhooks.values.filter {
+                $0.tenant == tenant && $0.state == .pending && $0.nextAttemptAt > now
+                    && (state.leases[$0.id].map { $0 <= now } ?? true)
+            }
+            for message in waiting { state.webhooks[message.id]?.nextAttemptAt = message.createdAt }
+            return waiting.count
         }
     }
 

@@ -128,6 +128,13 @@ final class PostgresSessionStore: RelayStore {
             """,
             "CREATE INDEX linkrelay_webhooks_by_tenant ON linkrelay_webhooks (tenant, state, created_at)",
         ],
+        // A claim moves `next_attempt_at` to its lease's end; `leased_until` tells a message being sent from
+        // one waiting for a retry, which a receiver that is back makes due (`makeRetriesDue`). And
+        // `?session=` of the listing: a session's few messages, not a scan of its tenant's.
+        [
+            "ALTER TABLE linkrelay_webhooks ADD COLUMN leased_until timestamptz",
+            "CREATE INDEX linkrelay_webhooks_by_session ON linkrelay_webhooks (session_id)",
+        ],
     ]
 
     static var schemaVersion: Int { migrations.count }

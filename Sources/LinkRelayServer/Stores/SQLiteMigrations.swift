@@ -76,6 +76,8 @@ enum SQLiteMigrations {
             "ALTER TABLE webhook_queue ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'",
             "CREATE INDEX webhook_queue_by_tenant ON webhook_queue (tenant, seq)",
         ],
+        // `GET /v1/webhooks/messages?session=`: a session's few messages, not a scan of its tenant's.
+        ["CREATE INDEX webhook_messages_by_session ON webhook_messages (session_id)"],
     ]
 
     static var schemaVersion: Int { steps.count }

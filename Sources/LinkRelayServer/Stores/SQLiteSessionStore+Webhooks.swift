@@ -41,7 +41,9 @@ extension SQLiteSessionStore {
             INDEXED BY webhook_messages_due WHERE tenant = ? AND state = 'pending' AND next_attempt_at <= ?
             ORDER BY next_attempt_at LIMIT ?
             """, [.text(tenant), .integer(now.millis), .integer(limit + skipped)])
-        let due = (queued.map(\.message) + retries).sorted { $0.nextAttemptAt < $1.nextAttemptAt }
+        let due = (queued.map(\.message) + retries).sorted {
+            ($0.nextAttemptAt, WebhookCursor($0)) < ($1.nextAttemptAt, WebhookCursor($1))
+        }
         return webhookLeases.withLock {
             $0.take(
                 due, queueRows: Dictionary(queued.map { ($0.message.id, $0.seq) }) { first, _ in first },
@@ -85,23 +87,46 @@ extension SQLiteSessionStore {
             state = excluded.state, next_attempt_at = excluded.next_attempt_at, attempts = excluded.attempts
         """
 
-    func webhookMessages(tenant: String, state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+    /// Both tables, each newest first, merged. The queue has no index but by tenant and `seq` (each one
+    /// would cost every tap's commit a page): a session's or a page's messages are looked for among the
+    /// tenant's queued ones, which are few unless its receiver is down.
+    func webhookMessages(tenant: String, _ listing: WebhookListing) async throws -> [WebhookMessage] {
+        var clause = "WHERE tenant = ?"
+        var binds: [SQLiteData] = [.text(tenant)]
+        if let session = listing.sessionId {
+            clause += " AND session_id = ?"
+            binds.append(.text(session))
+        }
+        if let after = listing.after {
+            clause += " AND (created_at, id) < (?, ?)"
+            binds += [.integer(after.createdAtMillis), .text(after.id)]
+        }
+        let order = " ORDER BY created_at DESC, id DESC LIMIT ?"
         let queued =
-            state == nil || state == .pending
-            ? try await queuedWebhooks("WHERE tenant = ? ORDER BY seq DESC LIMIT ?", [.text(tenant), .integer(limit)])
-                .map(\.message) : []
-        let stored =
-            if let state {
-                try await webhooks(
-                    "WHERE tenant = ? AND state = ? ORDER BY created_at DESC, id DESC LIMIT ?",
-                    [.text(tenant), .text(state.rawValue), .integer(limit)])
-            } else {
-                try await webhooks(
-                    "WHERE tenant = ? ORDER BY created_at DESC, id DESC LIMIT ?", [.text(tenant), .integer(limit)])
-            }
+            listing.state == nil || listing.state == .pending
+            ? try await queuedWebhooks(clause + order, binds + [.integer(listing.limit)]).map(\.message) : []
+        if let state = listing.state {
+            clause += " AND state = ?"
+            binds.append(.text(state.rawValue))
+        }
+        let stored = try await webhooks(clause + order, binds + [.integer(listing.limit)])
         let storedIDs = Set(stored.map(\.id))
         let all = stored + queued.filter { !storedIDs.contains($0.id) }
-        return Array(all.sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }.prefix(limit))
+        return Array(all.sorted { WebhookCursor($0) > WebhookCursor($1) }.prefix(listing.limit))
+    }
+
+    /// Through the index of due times: what waits for a retry is after `now` there. A leased message
+    /// needs no exception here: its lease, in memory, keeps it from claims, and its outcome's write sets
+    /// its next attempt again.
+    func makeRetriesDue(tenant: String, now: Date) async throws -> Int {
+        try await write(onCallersThread: false) { connection in
+            _ = try connection.step(
+                """
+                UPDATE webhook_messages INDEXED BY webhook_messages_due SET next_attempt_at = created_at
+                WHERE tenant = ? AND state = 'pending' AND next_attempt_at > ?
+                """, [.text(tenant), .integer(now.millis)])
+            return connection.changes
+        }
     }
 
     /// A queued message gets its row, due now, like any other. Another tenant's id changes nothing.

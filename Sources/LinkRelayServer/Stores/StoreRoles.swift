@@ -86,12 +86,79 @@ protocol WebhookOutbox: Sendable {
     /// Stores attempts' outcomes, together: each message's state, next attempt and attempts. A message
     /// stays leased until its outcome is stored.
     func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws
-    /// `tenant`'s messages, newest first; every state when `state` is nil.
-    func webhookMessages(tenant: String, state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage]
+    /// `tenant`'s messages that `listing` asks for, newest first (by creation, then id): up to its limit.
+    func webhookMessages(tenant: String, _ listing: WebhookListing) async throws -> [WebhookMessage]
+    /// Makes `tenant`'s pending messages that wait for a retry due again, as when they were made, so that
+    /// they go now and oldest first; a message being sent keeps its lease. Returns how many.
+    func makeRetriesDue(tenant: String, now: Date) async throws -> Int
     /// Makes `tenant`'s message pending and due at `now`, whatever its state; nil when it has none of this id.
     func retryWebhook(id: String, tenant: String, now: Date) async throws -> WebhookMessage?
     func webhookBacklog() async throws -> WebhookBacklog
     /// Deletes up to `limit` delivered messages created before `deliveredBefore` and failed ones created
     /// before `failedBefore`; returns how many.
     func pruneWebhooks(deliveredBefore: Date, failedBefore: Date, limit: Int) async throws -> Int
+}
+
+extension WebhookOutbox {
+    /// `tenant`'s messages, newest first; every state when `state` is nil.
+    func webhookMessages(tenant: String, state: WebhookMessage.State?, limit: Int) async throws -> [WebhookMessage] {
+        try await webhookMessages(tenant: tenant, WebhookListing(state: state, limit: limit))
+    }
+}
+
+/// Which of a tenant's messages a listing shows: those older than `after`, of one state and one session
+/// when given.
+struct WebhookListing: Sendable, Equatable {
+    var state: WebhookMessage.State?
+    var sessionId: String?
+    var after: WebhookCursor?
+    var limit: Int
+
+    /// Whether `message` matches the listing's filters and comes after its cursor.
+    func includes(_ message: WebhookMessage) -> Bool {
+        (state == nil || message.state == state) && (sessionId == nil || message.sessionId == sessionId)
+            && (after.map { WebhookCursor(message) < $0 } ?? true)
+    }
+}
+
+/// Where a page of the listing ended: its last message's creation (in milliseconds, as SQLite keeps it)
+/// and id, the listing's order. Opaque to a caller: base64url of `millis:id`.
+struct WebhookCursor: Sendable, Equatable, Comparable {
+    var createdAtMillis: Int
+    var id: String
+
+    init(_ message: WebhookMessage) {
+        createdAtMillis = message.createdAt.millis
+        id = message.id
+    }
+
+    /// Nil for anything that is not a cursor this relay wrote.
+    init?(_ text: String) {
+        guard (1...200).contains(text.utf8.count),
+            text.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0.isASCIIAlphanumeric })
+        else { return nil }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64), let decoded = String(data: data, encoding: .utf8),
+            let colon = decoded.firstIndex(of: ":"), let millis = Int(decoded[..<colon]), millis >= 0
+        else { return nil }
+        let id = decoded[decoded.index(after: colon)...]
+        guard !id.isEmpty, id.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
+        createdAtMillis = millis
+        self.id = String(id)
+    }
+
+    var text: String {
+        Data("\(createdAtMillis):\(id)".utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    static func < (lhs: Self, rhs: Self) -> Bool { (lhs.createdAtMillis, lhs.id) < (rhs.createdAtMillis, rhs.id) }
+}
+
+extension UInt8 {
+    fileprivate var isASCIIAlphanumeric: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self)
+            || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
+    }
 }

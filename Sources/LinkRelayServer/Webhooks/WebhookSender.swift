@@ -32,7 +32,9 @@ import ServiceLifecycle
 /// A circuit breaker stands for each receiver: after 5 failures in a row, one message goes every 5 s
 /// until one is taken. Meanwhile the others wait, due, without an attempt each: when the receiver is
 /// back, the backlog goes at once, not at each message's next retry, and an outage costs a few
-/// attempts rather than one per message and retry.
+/// attempts rather than one per message and retry. The messages that failed meanwhile and wait for a
+/// retry go with it (`makeRetriesDue`): once a probe gets through, or a delivery follows a failure that
+/// found the receiver away.
 final class WebhookSender: Service, Sendable {
     /// A 2xx within this long of the attempt's start is a delivery (API.md v1.1).
     static let attemptTimeout: TimeInterval = 15
@@ -65,6 +67,11 @@ final class WebhookSender: Service, Sendable {
         /// The client before the last probe's, shut down at the next swap or at the end: sends may still run on it.
         let retired = Locked<HTTPClient?>(nil)
         let inFlight = Locked(0)
+        /// An attempt found the receiver away since its last delivery. True at the start: what waits for a
+        /// retry from before (a restart during an outage) goes with the first delivery.
+        let away = Locked(true)
+        /// A delivery after the receiver was away: the next `record()` makes the lane's retries due.
+        let back = Locked(false)
 
         init(tenant: String, settings: WebhookSettings, receiver: CircuitBreaker, client: HTTPClient) {
             self.tenant = tenant
@@ -114,6 +121,10 @@ final class WebhookSender: Service, Sendable {
             redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(5), read: .milliseconds(Int64(attemptTimeout * 1000))))
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = Self.concurrency
+        // A refused connection ends the attempt at once, as the receiver's answer: the pool would otherwise
+        // try again until the connect timeout, holding each attempt 5 s. The sender's retries and the
+        // receiver's breaker are the ones that try again.
+        configuration.connectionPool.retryConnectionEstablishment = false
         self.configuration = configuration
         lanes = webhooks.map { [thread] tenant, settings in
             // Its changes are logged, not every attempt: a receiver down at a thousand events a second would
@@ -197,13 +208,20 @@ final class WebhookSender: Service, Sendable {
 
     /// Stores the attempts that ended since the last time, in one write. Should the store not take
     /// them, their leases run out and the messages go again.
+    ///
+    /// Then, for each lane whose receiver is back, the messages that wait for a retry are made due, oldest
+    /// first: the outage's failures, stored by now, go with the backlog. (The lanes are read first: every
+    /// failure that ended before a delivery marked its lane is among the outcomes stored here or before.)
     private func record() async {
+        let back = lanes.filter { Self.takeFlag($0.back) }
         let outcomes = ended.withLock { ended in
             defer { ended.removeAll() }
             return ended
         }
-        guard !outcomes.isEmpty else { return }
-        try? await outbox.recordWebhookAttempts(outcomes)
+        if !outcomes.isEmpty { try? await outbox.recordWebhookAttempts(outcomes) }
+        var due = 0
+        for lane in back { due += (try? await outbox.makeRetriesDue(tenant: lane.tenant, now: clock.now())) ?? 0 }
+        if due > 0 { wake() }
     }
 
     /// What a lane's claim took.
@@ -290,14 +308,13 @@ final class WebhookSender: Service, Sendable {
         } catch {
             problem = Self.describe(error)
         }
-        let elapsed = ContinuousClock.now - begin
+        let duration = clock.now().timeIntervalSince(started)
         if isProbe { try? await (problem == nil ? lane.swapClient(client) : client)?.shutdown() }
         var updated = message
         updated.attempts.append(
             .init(
                 at: started, status: status, error: problem,
-                durationMs: Int(
-                    elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)))
+                durationMs: max(0, Int((duration * 1000).rounded()))))
         updated.attempts = Array(updated.attempts.suffix(Self.keptAttempts))
         let outcome: WebhookOutcome
         if problem == nil {
@@ -318,6 +335,11 @@ final class WebhookSender: Service, Sendable {
                 ])
         }
         metrics.webhookAttempt(outcome)
+        if problem == nil {
+            if Self.takeFlag(lane.away) || isProbe { lane.back.withLock { $0 = true } }
+        } else if Self.findsReceiverAway(status: status, problem: problem) {
+            lane.away.withLock { $0 = true }
+        }
         if let permit { lane.receiver.record(permit, success: problem == nil, now: clock.now()) }
         ended.withLock { $0.append(updated) }
         endings.continuation.yield()
@@ -334,8 +356,27 @@ final class WebhookSender: Service, Sendable {
         return min(now.addingTimeInterval(delay), end)
     }
 
+    /// The flag's value, leaving it false.
+    private static func takeFlag(_ flag: Locked<Bool>) -> Bool {
+        flag.withLock { flag in
+            let was = flag
+            flag = false
+            return was
+        }
+    }
+
+    /// Whether a failure says the receiver is away rather than that it refused this message: no connection,
+    /// or a gateway's 502 or 503. A timeout or another status may be the message's own (a receiver that
+    /// chokes on it), which must not be sent again at every delivery; 5 of them in a row open the breaker,
+    /// whose probe's delivery then counts.
+    static func findsReceiverAway(status: Int?, problem: String?) -> Bool {
+        guard let status else { return problem != "timeout" && problem != "cancelled" }
+        return status == 502 || status == 503
+    }
+
     private static func describe(_ error: any Error) -> String {
         if error is CancellationError { return "cancelled" }
+        if refused(error) { return "connection refused" }
         guard let error = error as? HTTPClientError else { return "connection failed" }
         switch error {
         case .deadlineExceeded, .readTimeout: return "timeout"
@@ -343,6 +384,12 @@ final class WebhookSender: Service, Sendable {
         case .remoteConnectionClosed: return "connection closed"
         default: return "connection failed"
         }
+    }
+
+    private static func refused(_ error: any Error) -> Bool {
+        if let error = error as? IOError { return error.errnoCode == ECONNREFUSED }
+        if let error = error as? NIOConnectionError { return error.connectionErrors.contains { refused($0.error) } }
+        return false
     }
 }
 

@@ -14,26 +14,45 @@ final class WebhooksController: Sendable {
     static let defaultLimit = 100
     static let maximumLimit = 1000
 
-    /// `?state=pending|delivered|failed` (every state when absent), `?limit=` 1 to 1000; newest first.
+    /// `?state=pending|delivered|failed` (every state when absent), `?session=ses_…` (one session's),
+    /// `?limit=` 1 to 1000, `?after=` the `next` of the page before; newest first. `next` is null on the
+    /// last page: one message more than the limit is read to know.
     func list(_ request: RelayRequest) throws -> Reply {
         let (sender, tenant) = try configured(request)
-        var state: WebhookMessage.State?
+        var listing = WebhookListing(limit: Self.defaultLimit)
         if let text = try request.queryItem("state") {
             guard let parsed = WebhookMessage.State(rawValue: text) else {
                 throw Problem.badRequest("state is pending, delivered or failed.")
             }
-            state = parsed
+            listing.state = parsed
         }
-        var limit = Self.defaultLimit
+        if let text = try request.queryItem("session") {
+            guard (1...100).contains(text.utf8.count), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw Problem.badRequest("session is a session's id (ses_…).")
+            }
+            listing.sessionId = text
+        }
         if let text = try request.queryItem("limit") {
             guard let number = Int(text), (1...Self.maximumLimit).contains(number) else {
                 throw Problem.badRequest("limit is a number from 1 to \(Self.maximumLimit).")
             }
-            limit = number
+            listing.limit = number
         }
-        return .later { [state, limit] in
-            let messages = try await sender.outbox.webhookMessages(tenant: tenant, state: state, limit: limit)
-            return .json(MessageList(messages: messages.map(MessageView.init)))
+        if let text = try request.queryItem("after") {
+            guard let cursor = WebhookCursor(text) else {
+                throw Problem.badRequest("after is the next of a page of this list, as it was given.")
+            }
+            listing.after = cursor
+        }
+        return .later { [listing] in
+            var more = listing
+            more.limit += 1
+            let messages = try await sender.outbox.webhookMessages(tenant: tenant, more)
+            let page = messages.prefix(listing.limit)
+            return .json(
+                MessageList(
+                    messages: page.map(MessageView.init),
+                    next: messages.count > listing.limit ? page.last.map { WebhookCursor($0).text } : nil))
         }
     }
 
@@ -63,6 +82,16 @@ final class WebhooksController: Sendable {
 
     private struct MessageList: Encodable {
         var messages: [MessageView]
+        /// The `after` of the next page; null on the last.
+        var next: String?
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(messages, forKey: .messages)
+            try container.encode(next, forKey: .next)  // null, not absent: the end is said
+        }
+
+        private enum CodingKeys: String, CodingKey { case messages, next }
     }
 
     /// A message as the routes show it: not its body, which `GET /v1/sessions/{id}` has.
