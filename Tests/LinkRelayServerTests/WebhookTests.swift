@@ -509,7 +509,7 @@ struct WebhookBodyTests {
         session.state = .tapped
         sessions.append(session)
         session.state = .possessionRequired
-        session.possessionType = .none
+        session.possessionType = PossessionType.none
         session.result = SessionResult(
             outcome: .possessionRequired, proveSuccess: "false", phoneNumber: "2001004014", proveId: "p/1\"é",
             clientRequestId: "r", evaluation: ["authentication": .init(result: "fail", failureReasons: ["9100": "x"])])
