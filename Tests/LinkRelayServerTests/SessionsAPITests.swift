@@ -5,21 +5,6 @@ import Testing
 
 @testable import LinkRelayServer
 
-/// An RFC 9457 body as the relay writes it.
-private struct SessionsProblem: Decodable {
-    struct FieldError: Decodable {
-        var field: String
-        var message: String
-    }
-
-    var type: String
-    var code: String
-    var title: String
-    var status: Int
-    var detail: String
-    var errors: [FieldError]?
-}
-
 private struct SessionsOutbox: Decodable {
     struct Message: Decodable {
         var phoneNumber: String
@@ -59,10 +44,10 @@ extension TestRelay {
 
 private func expectProblem(
     _ answer: HTTPAnswer, status: Int, sourceLocation: SourceLocation = #_sourceLocation
-) throws -> SessionsProblem {
+) throws -> ProblemBody {
     #expect(answer.status == status, "answered \(answer.status): \(answer.body)", sourceLocation: sourceLocation)
     #expect(answer.header("Content-Type") == "application/problem+json", sourceLocation: sourceLocation)
-    let problem = try answer.json(SessionsProblem.self)
+    let problem = try answer.json(ProblemBody.self)
     #expect(problem.status == status, sourceLocation: sourceLocation)
     #expect(!problem.title.isEmpty && !problem.detail.isEmpty, sourceLocation: sourceLocation)
     // Every problem names its kind, and its type is that kind's entry on the errors page.

@@ -74,13 +74,19 @@ struct HTTPAnswer {
     func problem() throws -> ProblemBody { try json(ProblemBody.self) }
 }
 
-/// A problem+json body as the relay writes it (`errors` left out).
+/// A problem+json body (RFC 9457) as the relay writes it.
 struct ProblemBody: Decodable {
+    struct FieldError: Decodable {
+        var field: String
+        var message: String
+    }
+
     var type: String
     var code: String
     var title: String
     var status: Int
     var detail: String
+    var errors: [FieldError]?
 }
 
 /// A relay for one test, with the sandbox as Prove: in process by default, each request written to the

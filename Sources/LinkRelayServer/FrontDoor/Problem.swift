@@ -247,17 +247,7 @@ extension ErrorCode {
     }
 
     private static func html(_ text: String) -> String {
-        var escaped = ""
-        for character in text {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            default: escaped.append(character)
-            }
-        }
-        return escaped.split(separator: "`", omittingEmptySubsequences: false).enumerated().map { index, part in
+        SVGChart.escape(text).split(separator: "`", omittingEmptySubsequences: false).enumerated().map { index, part in
             index % 2 == 1 ? "<code>\(part)</code>" : String(part)
         }.joined()
     }

@@ -23,7 +23,12 @@ public final class RelayMetrics: ProveCallObserver {
     private let breakerRefusals: Counter
     /// By `route status`, made at first use: routes are the route table's patterns (or `unmatched`), so
     /// the label set stays bounded whatever paths clients ask for.
-    private let httpResponses = Locked<[String: Counter]>([:])
+    /// Keyed without building a string: every answer looks its counter up.
+    private struct RouteStatus: Hashable {
+        let route: String
+        let status: Int
+    }
+    private let httpResponses = Locked<[RouteStatus: Counter]>([:])
     private let limitTrips: [LimitKind: Counter]
     private let securityEvents = Locked<[String: Counter]>([:])
     private let lastQuestions: [Bool: Counter]
@@ -188,7 +193,7 @@ public final class RelayMetrics: ProveCallObserver {
     /// the request's line, or `unmatched`.
     func httpResponse(route: String, status: Int) {
         let counter = httpResponses.withLock { counters in
-            let key = route + " " + String(status)
+            let key = RouteStatus(route: route, status: status)
             if let counter = counters[key] { return counter }
             let counter = registry.makeCounter(
                 descriptor: .init(
