@@ -184,8 +184,17 @@ final class SQLiteSessionStore: RelayStore {
     ) async throws -> T {
         guard !health.isCorrupt else { throw StoreError.corrupt }
         do {
-            let result = try await writer.write(onCallersThread: onCallersThread, body, committed: committed)
-            health.succeeded()
+            // Only a commit that changed rows reached the file: a write that changed nothing (a retention
+            // pass with nothing to delete) commits even on a file that refuses writes.
+            let (result, changedRows) = try await writer.write(
+                onCallersThread: onCallersThread,
+                { connection in
+                    let before = connection.totalChanges
+                    let result = try body(connection)
+                    return (result, connection.totalChanges != before)
+                },
+                committed: { committed($0.map(\.0)) })
+            if changedRows { health.succeeded() }
             return result
         } catch let failure as SQLiteWriter.Failure {
             if SQLiteFile.isCorruption(failure) {

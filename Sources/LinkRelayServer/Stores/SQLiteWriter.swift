@@ -83,6 +83,9 @@ final class SQLiteWriter: Sendable {
         /// How many rows the last `INSERT`, `UPDATE` or `DELETE` changed.
         var changes: Int { isClosed ? 0 : Int(sqlite_nio_sqlite3_changes(handle)) }
 
+        /// How many rows every `INSERT`, `UPDATE` or `DELETE` since the connection opened changed.
+        var totalChanges: Int { isClosed ? 0 : Int(sqlite_nio_sqlite3_total_changes(handle)) }
+
         /// Runs statements without values or results (pragmas, `ROLLBACK`).
         func execute(_ sql: String) throws {
             guard !isClosed else { throw Self.closed }
