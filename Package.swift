@@ -43,6 +43,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Nevis's two backends (Authentication Cloud, nevisFIDO) behind one client protocol.
+        .target(
+            name: "NevisAPI",
+            dependencies: [
+                "ProveAPI",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "ProveSandbox",
             dependencies: [
@@ -56,6 +68,7 @@ let package = Package(
             dependencies: [
                 "LinkRelayCore",
                 "LinkRelaySupport",
+                "NevisAPI",
                 "ProveAPI",
                 "ProveSandbox",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

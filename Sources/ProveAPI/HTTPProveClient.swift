@@ -3,17 +3,9 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
-/// `ProveClient` over HTTP: OAuth2 token caching, one token refresh on 401, per-attempt timeouts derived from
-/// the time left before the deadline (at most `RetryPolicy.attemptTimeout`), and retries with capped
-/// exponential backoff and full jitter.
+/// `ProveClient` over HTTP: OAuth2 token caching, one token refresh on 401, and the retries and timeouts of
+/// `ProviderTransport`.
 ///
 /// Retries (R3.3): `unify-status`, `unify-bind` and `token` are reads or idempotent, so they are retried on
 /// timeouts, connection errors, 5xx and 429. `unify` creates a session and sends an SMS, so it is retried only
@@ -30,16 +22,12 @@ public final class HTTPProveClient: ProveClient {
     /// Pre-Fill's own credentials, when its project is not Unify's: at Prove each product has its project,
     /// and a product's calls need that project's token (8009 otherwise).
     private let prefillCredentials: ProveCredentials?
-    private let httpClient: HTTPClient
-    private let retry: RetryPolicy
-    private let observer: (any ProveCallObserver)?
+    private let transport: ProviderTransport
     private let logger: Logger
     private let now: @Sendable () -> ContinuousClock.Instant
     private let tokens = TokenCache()
     private let prefillTokens = TokenCache()
 
-    /// Response bodies larger than this are treated as a failed attempt.
-    static let maxResponseBytes = 256 * 1024
     /// Tokens are refreshed this long before Prove says they expire.
     static let tokenRefreshMargin: Duration = .seconds(60)
 
@@ -58,9 +46,10 @@ public final class HTTPProveClient: ProveClient {
         self.baseURL = base
         self.credentials = credentials
         self.prefillCredentials = prefillCredentials
-        self.httpClient = httpClient
-        self.retry = retry
-        self.observer = observer
+        var observe: (@Sendable (String, String, Duration) -> Void)?
+        if let observer { observe = { observer.proveCall(endpoint: $0, status: $1, duration: $2) } }
+        self.transport = ProviderTransport(
+            provider: "Prove", httpClient: httpClient, retry: retry, observe: observe, now: now)
         self.logger = logger
         self.now = now
     }
@@ -133,12 +122,6 @@ public final class HTTPProveClient: ProveClient {
         var isIdempotent: Bool { self != .unify && self != .start }
     }
 
-    struct HTTPResult: Sendable {
-        var status: Int
-        var headers: HTTPHeaders
-        var body: ByteBuffer
-    }
-
     // MARK: API calls
 
     private func apiCall<Body: Encodable, Result: Decodable>(
@@ -160,7 +143,7 @@ public final class HTTPProveClient: ProveClient {
             let token = try await cache.token(now: now()) { [self] in
                 try await self.fetchToken(credentials, deadline: deadline)
             }
-            let result = try await send(endpoint: endpoint, deadline: deadline, logger: logger) {
+            let result = try await send(endpoint, deadline: deadline, logger: logger) {
                 self.makeRequest(
                     endpoint: endpoint,
                     body: payload,
@@ -224,7 +207,7 @@ public final class HTTPProveClient: ProveClient {
             + "&client_secret=\(Self.formEncode(credentials.clientSecret))"
             + "&grant_type=client_credentials"
         let payload = ByteBuffer(string: form)
-        let result = try await send(endpoint: .token, deadline: deadline, logger: logger) {
+        let result = try await send(.token, deadline: deadline, logger: logger) {
             self.makeRequest(
                 endpoint: .token,
                 body: payload,
@@ -271,155 +254,17 @@ public final class HTTPProveClient: ProveClient {
         return request
     }
 
-    /// Sends the request, retrying as the policy and the endpoint allow. Returns the first response that is
-    /// not retried (2xx or 4xx other than 429); throws `.unavailable` when the retries or the time run out.
     private func send(
-        endpoint: Endpoint,
-        deadline: ContinuousClock.Instant,
-        logger: Logger,
+        _ endpoint: Endpoint, deadline: ContinuousClock.Instant, logger: Logger,
         makeRequest: @Sendable () -> HTTPClientRequest
-    ) async throws -> HTTPResult {
-        var attempt = 0
-        while true {
-            attempt += 1
-            let remaining = deadline - now()
-            guard remaining > .zero else {
-                logger.warning("Prove call gave up: deadline reached", metadata: ["prove.attempt": "\(attempt)"])
-                throw ProveClientError.unavailable(reason: "deadline reached")
-            }
-            let outcome = try await performAttempt(
-                endpoint: endpoint, request: makeRequest(), timeout: min(remaining, retry.attemptTimeout))
-            let retryReason: String
-            var retryAfter: Duration?
-            switch outcome {
-            case .response(let result):
-                let retryable =
-                    result.status == 429
-                    || (endpoint.isIdempotent ? (500..<600).contains(result.status) : result.status == 503)
-                guard retryable else {
-                    guard result.status >= 500 else { return result }
-                    logger.warning(
-                        "Prove call failed and is not safe to retry",
-                        metadata: ["prove.attempt": "\(attempt)", "prove.status": "\(result.status)"]
-                    )
-                    throw ProveClientError.unavailable(reason: "HTTP \(result.status)")
-                }
-                retryReason = "HTTP \(result.status)"
-                retryAfter = Self.retryAfter(result.headers)
-            case .failure(let label, let requestNotSent):
-                guard endpoint.isIdempotent || requestNotSent else {
-                    logger.warning(
-                        "Prove call failed and is not safe to retry",
-                        metadata: ["prove.attempt": "\(attempt)", "prove.failure": "\(label)"]
-                    )
-                    throw ProveClientError.unavailable(reason: label)
-                }
-                retryReason = label
-            }
-            guard attempt < retry.maxAttempts else {
-                logger.warning(
-                    "Prove call failed; retries spent",
-                    metadata: ["prove.attempt": "\(attempt)", "prove.failure": "\(retryReason)"]
-                )
-                throw ProveClientError.unavailable(reason: "\(retryReason) after \(attempt) attempts")
-            }
-            var delay = retry.jitteredDelay(retry: attempt)
-            if let retryAfter { delay = max(delay, retryAfter) }
-            guard now() + delay < deadline else {
-                logger.warning(
-                    "Prove call failed; no time left for a retry",
-                    metadata: ["prove.attempt": "\(attempt)", "prove.failure": "\(retryReason)"]
-                )
-                throw ProveClientError.unavailable(reason: "\(retryReason); deadline reached")
-            }
-            logger.info(
-                "Prove call failed; retrying",
-                metadata: [
-                    "prove.attempt": "\(attempt)", "prove.failure": "\(retryReason)",
-                    "prove.retry_delay_ms": "\(delay.milliseconds)",
-                ]
-            )
-            try await retry.sleep(delay)
-        }
-    }
-
-    enum AttemptOutcome: Sendable {
-        case response(HTTPResult)
-        /// `label` is "timeout" or "error: …"; `requestNotSent` is true when the connection was never made.
-        case failure(label: String, requestNotSent: Bool)
-    }
-
-    /// Whether an attempt's timer cancelled it.
-    private final class AttemptTimer: Sendable {
-        let fired = Atomic<Bool>(false)
-    }
-
-    /// One HTTP attempt, bounded by `timeout` from now, including reading the body.
-    ///
-    /// The client's own deadline ends at the response head, so a timer on one of its event loops cancels
-    /// the attempt, body and all. (A timer, not a sleeping task: on Linux `Task.sleep` goes through
-    /// libdispatch's timers; docs/memory.md.)
-    private func performAttempt(
-        endpoint: Endpoint,
-        request: HTTPClientRequest,
-        timeout: Duration
-    ) async throws -> AttemptOutcome {
-        let start = ContinuousClock.now
-        let httpClient = self.httpClient
-        let attempt = Task {
-            let response = try await httpClient.execute(request, timeout: TimeAmount(timeout))
-            let body = try await response.body.collect(upTo: Self.maxResponseBytes)
-            return HTTPResult(status: Int(response.status.code), headers: response.headers, body: body)
-        }
-        let timer = AttemptTimer()
-        let scheduled = httpClient.eventLoopGroup.any().scheduleTask(in: TimeAmount(timeout)) {
-            timer.fired.store(true, ordering: .releasing)
-            attempt.cancel()
-        }
-        defer { scheduled.cancel() }
-        let outcome: AttemptOutcome
+    ) async throws -> ProviderTransport.Response {
         do {
-            let result = try await withTaskCancellationHandler {
-                try await attempt.value
-            } onCancel: {
-                attempt.cancel()
-            }
-            outcome = .response(result)
-        } catch {
-            if Task.isCancelled { throw CancellationError() }
-            outcome =
-                timer.fired.load(ordering: .acquiring)
-                ? .failure(label: "timeout", requestNotSent: false) : Self.classify(error)
+            return try await transport.send(
+                endpoint: endpoint.rawValue, isIdempotent: endpoint.isIdempotent, deadline: deadline, logger: logger,
+                makeRequest: makeRequest)
+        } catch let failure as ProviderTransport.Unavailable {
+            throw ProveClientError.unavailable(reason: failure.reason)
         }
-        let status: String
-        switch outcome {
-        case .response(let result): status = String(result.status)
-        case .failure(let label, _): status = label == "timeout" ? "timeout" : "error"
-        }
-        observer?.proveCall(endpoint: endpoint.rawValue, status: status, duration: ContinuousClock.now - start)
-        return outcome
-    }
-
-    static func classify(_ error: any Error) -> AttemptOutcome {
-        if let error = error as? HTTPClientError {
-            switch error {
-            case .connectTimeout: return .failure(label: "timeout", requestNotSent: true)
-            case .readTimeout, .deadlineExceeded, .writeTimeout:
-                return .failure(label: "timeout", requestNotSent: false)
-            default: return .failure(label: "error: \(error)", requestNotSent: false)
-            }
-        }
-        if let error = error as? ChannelError, case .connectTimeout = error {
-            return .failure(label: "timeout", requestNotSent: true)
-        }
-        let typeName = String(describing: type(of: error))
-        if typeName.contains("NIOConnectionError") || typeName.contains("ConnectionRefused") {
-            return .failure(label: "error: connection failed", requestNotSent: true)
-        }
-        if let error = error as? IOError, error.errnoCode == ECONNREFUSED {
-            return .failure(label: "error: connection refused", requestNotSent: true)
-        }
-        return .failure(label: "error: \(typeName)", requestNotSent: false)
     }
 
     // MARK: Helpers
@@ -427,14 +272,6 @@ public final class HTTPProveClient: ProveClient {
     static func decodeErrorBody(_ body: ByteBuffer) -> ProveErrorBody? {
         guard body.readableBytes > 0 else { return nil }
         return try? JSONDecoder().decode(ProveErrorBody.self, from: Data(body.readableBytesView))
-    }
-
-    /// `Retry-After` in its delay-seconds form.
-    static func retryAfter(_ headers: HTTPHeaders) -> Duration? {
-        guard let value = headers.first(name: "Retry-After")?.trimmingCharacters(in: .whitespaces),
-            let seconds = Int(value), seconds >= 0
-        else { return nil }
-        return .seconds(seconds)
     }
 
     static func formEncode(_ value: String) -> String {
@@ -451,12 +288,5 @@ public final class HTTPProveClient: ProveClient {
             }
         }
         return encoded
-    }
-}
-
-extension Duration {
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }
