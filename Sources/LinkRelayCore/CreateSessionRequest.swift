@@ -29,6 +29,14 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
     public var dob: String?
     /// Pre-Fill only: the challenge, given up front (the full SSN or its last 4 digits).
     public var ssn: String?
+    /// Nevis only: who approves; neither this nor `userId`: usernameless (channel `app`).
+    public var username: String?
+    /// Nevis only: the user's id at Nevis (a UUID), instead of `username`.
+    public var userId: String?
+    /// Nevis only: plain text the app shows for the customer to confirm.
+    public var message: String?
+    /// Nevis only: `app` (QR code and link, the default) or `push`.
+    public var channel: String?
 
     public init(
         phoneNumber: String?, clientRequestId: String? = nil, clientCustomerId: String? = nil,
@@ -83,8 +91,9 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
         "deviceId", "smsMessage",
     ]
     private static let boolFields = ["checkReputation", "allowOTPRetry", "rebind"]
+    private static let nevisFields = ["username", "userId", "message", "channel"]
     private static let knownFields = Set(
-        stringFields + boolFields + ["holdSeconds", "possessionType", "flow", "dob", "ssn"])
+        stringFields + boolFields + nevisFields + ["holdSeconds", "possessionType", "flow", "dob", "ssn"])
     /// What `/v3/start` does not take: refused on a Pre-Fill session rather than dropped unseen.
     private static let unifyOnlyFields = ["clientHumanId", "proveId", "deviceId", "checkReputation", "rebind"]
 
@@ -165,7 +174,7 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
             if case .string(let text) = value, let flow = Flow(rawValue: text) {
                 request.flow = flow
             } else {
-                errors.append(.init(field: "flow", message: "must be unify or prefill"))
+                errors.append(.init(field: "flow", message: "must be unify, prefill or nevis"))
             }
         }
         request.dob = string("dob", maxLength: 10)
@@ -176,27 +185,82 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
         if let ssn = request.ssn, ssn.count <= 9, !PrefillIndividual.isValidSSN(ssn) {
             errors.append(.init(field: "ssn", message: PrefillIndividual.ssnRule))
         }
-        if object["phoneNumber"] == nil || object["phoneNumber"] == .null {
-            let proveFindsIt =
-                request.flow != .prefill
-                && (request.proveId != nil
-                    || [PossessionType.mobile, PossessionType.none].contains(request.possessionType ?? .desktop))
-            if !proveFindsIt { errors.append(.init(field: "phoneNumber", message: Self.phoneNumberRule)) }
-        }
-        if request.flow == .prefill {
-            for field in unifyOnlyFields where object[field] != nil && object[field] != .null {
-                errors.append(.init(field: field, message: "applies to flow unify only"))
+        let given = { (field: String) in object[field] != nil && object[field] != .null }
+        switch request.flow ?? .unify {
+        case .nevis:
+            for field in stringFields + boolFields + ["possessionType", "dob", "ssn"] where given(field) {
+                errors.append(.init(field: field, message: "applies to Prove's flows only"))
             }
-            if let type = request.possessionType, type != .desktop {
-                errors.append(.init(field: "possessionType", message: "must be desktop for flow prefill"))
+            validateNevis(object, into: &request, errors: &errors)
+        case .unify, .prefill:
+            for field in nevisFields where given(field) {
+                errors.append(.init(field: field, message: "applies to flow nevis only"))
             }
-        } else {
-            for field in ["dob", "ssn"] where object[field] != nil && object[field] != .null {
-                errors.append(.init(field: field, message: "applies to flow prefill only"))
+            if !given("phoneNumber") {
+                let proveFindsIt =
+                    request.flow != .prefill
+                    && (request.proveId != nil
+                        || [PossessionType.mobile, PossessionType.none].contains(request.possessionType ?? .desktop))
+                if !proveFindsIt { errors.append(.init(field: "phoneNumber", message: Self.phoneNumberRule)) }
+            }
+            if request.flow == .prefill {
+                for field in unifyOnlyFields where given(field) {
+                    errors.append(.init(field: field, message: "applies to flow unify only"))
+                }
+                if let type = request.possessionType, type != .desktop {
+                    errors.append(.init(field: "possessionType", message: "must be desktop for flow prefill"))
+                }
+            } else {
+                for field in ["dob", "ssn"] where given(field) {
+                    errors.append(.init(field: field, message: "applies to flow prefill only"))
+                }
             }
         }
         guard errors.isEmpty else { return .failure(.invalid(errors)) }
         return .success(request)
+    }
+
+    /// The Nevis fields: who approves (a username, a user id, or neither for usernameless, which only a QR
+    /// code or a link can reach), what the app shows, and the channel.
+    private static func validateNevis(
+        _ object: [String: JSONValue], into request: inout CreateSessionRequest, errors: inout [FieldError]
+    ) {
+        func text(_ name: String, maxLength: Int, newlines: Bool = false) -> String? {
+            guard let value = object[name], value != .null else { return nil }
+            guard case .string(let text) = value, (1...maxLength).contains(text.count),
+                !text.unicodeScalars.contains(where: {
+                    $0.properties.generalCategory == .control && !(newlines && $0 == "\n")
+                })
+            else {
+                errors.append(
+                    .init(field: name, message: "must be text of 1 to \(maxLength) characters without control characters"))
+                return nil
+            }
+            return text
+        }
+        request.username = text("username", maxLength: 256)
+        request.message = text("message", maxLength: 500, newlines: true)
+        if let value = object["userId"], value != .null {
+            if case .string(let id) = value, UUID(uuidString: id) != nil {
+                request.userId = id
+            } else {
+                errors.append(.init(field: "userId", message: "must be a UUID"))
+            }
+        }
+        if object["username"].map({ $0 != .null }) == true, object["userId"].map({ $0 != .null }) == true {
+            errors.append(.init(field: "userId", message: "give username or userId, not both"))
+        }
+        if let value = object["channel"], value != .null {
+            if case .string(let channel) = value, channel == "app" || channel == "push" {
+                request.channel = channel
+            } else {
+                errors.append(.init(field: "channel", message: "must be app or push"))
+            }
+        }
+        if request.channel == "push", object["username"] ?? .null == .null, object["userId"] ?? .null == .null {
+            errors.append(
+                .init(field: "channel", message: "push needs a username or userId: only a QR code or link is usernameless"))
+        }
     }
 
     /// A body of at most ``maximumBodySize`` bytes that is a JSON object of `knownFields` only, each key

@@ -1,9 +1,11 @@
 import Foundation
 
-/// Which of Prove's flows a session runs: Unify (`/v3/unify`) or Pre-Fill (`/v3/start`).
+/// Which provider's flow a session runs: Prove's Unify (`/v3/unify`) or Pre-Fill (`/v3/start`), or a Nevis
+/// out-of-band approval.
 public enum Flow: String, Codable, Sendable, CaseIterable {
     case unify
     case prefill
+    case nevis
 }
 
 /// A Pre-Fill session's place in Prove's steps: Prove's last `next`, and what the steps after the

@@ -42,11 +42,13 @@ public struct Session: Codable, Sendable, Equatable {
     public var tenant: String?
     /// When its terminal event came: ended sessions are deleted `--retention` days later.
     public var endedAt: Date?
+    /// Set from the create on, for Nevis sessions only.
+    public var nevis: NevisOperation?
 
     /// The tenant it belongs to: only that tenant's keys see it.
     public var owner: String { tenant ?? Tenant.defaultName }
 
-    public var flow: Flow { prefill == nil ? .unify : .prefill }
+    public var flow: Flow { nevis != nil ? .nevis : prefill == nil ? .unify : .prefill }
 
     public init(
         id: String, linkKey: String, channelToken: String, createdAt: Date, expiresAt: Date,

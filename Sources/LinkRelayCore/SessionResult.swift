@@ -31,6 +31,8 @@ public struct SessionResult: Codable, Sendable, Equatable {
     public var reason: String?
     /// Prove's answer to `POST /v1/sessions/{id}/bind`, on a `possession_required` session.
     public var binding: Binding?
+    /// Nevis's answer, for a Nevis session.
+    public var nevis: NevisResult?
 
     /// `/v3/unify-bind`'s answer, when the relay asked it.
     public struct Binding: Codable, Sendable, Equatable {
@@ -72,7 +74,7 @@ public struct SessionResult: Codable, Sendable, Equatable {
 extension SessionResult {
     private enum CodingKeys: String, CodingKey {
         case outcome, success, proveSuccess, phoneNumber, proveId, deviceId, clientHumanId, clientRequestId
-        case evaluation, reason, binding
+        case evaluation, reason, binding, nevis
     }
 
     public init(from decoder: any Decoder) throws {
@@ -89,6 +91,7 @@ extension SessionResult {
         evaluation = try container.decodeIfPresent([String: Evaluation].self, forKey: .evaluation)
         reason = try container.decodeIfPresent(String.self, forKey: .reason)
         binding = try container.decodeIfPresent(Binding.self, forKey: .binding)
+        nevis = try container.decodeIfPresent(NevisResult.self, forKey: .nevis)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -104,5 +107,6 @@ extension SessionResult {
         try container.encodeIfPresent(evaluation, forKey: .evaluation)
         try container.encodeIfPresent(reason, forKey: .reason)
         try container.encodeIfPresent(binding, forKey: .binding)
+        try container.encodeIfPresent(nevis, forKey: .nevis)
     }
 }

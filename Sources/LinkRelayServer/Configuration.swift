@@ -1,6 +1,7 @@
 import Foundation
 import LinkRelayCore
 import LinkRelaySupport
+import NevisAPI
 import ProveAPI
 import ProveSandbox
 
@@ -27,6 +28,13 @@ public struct RelayConfiguration: Sendable {
 
     public static let maximumHold = 600
 
+    public enum Nevis: Sendable, Equatable {
+        /// The embedded simulator of both backends, at `{public-url}/sandbox/nevis`.
+        case sandbox
+        /// A real backend, with its secret: Auth Cloud's access key, or nevisFIDO's dispatch token (if any).
+        case remote(NevisBackend, secret: String?)
+    }
+
     /// The names `--prove` takes besides a base URL, as the help and the docs list them.
     public static let proveValues = (["sandbox"] + ProveEnvironment.named.map(\.name)).joined(separator: ", ")
 
@@ -46,6 +54,8 @@ public struct RelayConfiguration: Sendable {
     /// Days ended sessions and settled webhook messages are kept (`--retention`).
     public var retentionDays = 7
     public var prove = Prove.sandbox
+    /// Nil: `"flow":"nevis"` is refused (422). The default: the sandbox when Prove's is.
+    public var nevis: Nevis? = .sandbox
     public var confirmOnPhone = false
     /// glibc's allocator tuned for memory given back after bursts (`--malloc-tuning on`): see `MemoryTrim`.
     public var mallocTuning = false
@@ -127,7 +137,8 @@ public struct RelayConfiguration: Sendable {
             ("webhook-url", "LINKRELAY_WEBHOOK_URL"), ("webhook-secret", "LINKRELAY_WEBHOOK_SECRET"),
             ("tenants", "LINKRELAY_TENANTS"), ("identity-retention", "LINKRELAY_IDENTITY_RETENTION"),
             ("retention", "LINKRELAY_RETENTION"),
-            ("backup-dir", "LINKRELAY_BACKUP_DIR"),
+            ("backup-dir", "LINKRELAY_BACKUP_DIR"), ("nevis", "LINKRELAY_NEVIS"),
+            ("nevis-dispatcher", "LINKRELAY_NEVIS_DISPATCHER"),
         ] + Limits.settings.map { ($0.flag, $0.env) }
 
     /// Resolves settings from flags (which win) and the environment. Throws one clear line per problem.
@@ -200,6 +211,8 @@ public struct RelayConfiguration: Sendable {
                 prefillCredentials: prefillID.isEmpty
                     ? nil : ProveCredentials(clientID: prefillID, clientSecret: prefillSecret))
         }
+        config.nevis = try nevis(value("nevis"), dispatcher: value("nevis-dispatcher"), environment: environment,
+            proveSandbox: { if case .sandbox = config.prove { true } else { false } }())
         config.confirmOnPhone = try boolean(value("confirm-on-phone"), flag: "confirm-on-phone", default: false)
         config.mallocTuning = try boolean(value("malloc-tuning"), flag: "malloc-tuning", default: false)
         if let logTime = value("log-time") {
@@ -344,6 +357,43 @@ public struct RelayConfiguration: Sendable {
     /// (`localhost`, 127.0.0.0/8, `[::1]`). Returned as browsers serialize an origin, so that the gate's
     /// plain string compare with `Origin` holds: scheme and host in lower case, an IPv6 host in its
     /// canonical form, and the scheme's default port (443, 80) dropped, since a browser never sends it.
+    /// `--nevis`: `sandbox`, an Authentication Cloud URL (with `NEVIS_ACCESS_KEY`) or `fido:URL` (nevisFIDO,
+    /// with `--nevis-dispatcher` and, if its dispatch endpoint wants one, `NEVIS_FIDO_TOKEN`). Without it:
+    /// the sandbox when Prove's is, else none.
+    static func nevis(
+        _ value: String?, dispatcher: String?, environment: [String: String], proveSandbox: Bool
+    ) throws(ConfigurationError) -> Nevis? {
+        let dispatcherValues = NevisDispatcher.allCases.map(\.rawValue).joined(separator: ", ")
+        var chosen = NevisDispatcher.linkQRCode
+        if let dispatcher {
+            guard let known = NevisDispatcher(rawValue: dispatcher) else {
+                throw ConfigurationError("--nevis-dispatcher: \"\(dispatcher)\" is not \(dispatcherValues)")
+            }
+            guard value?.hasPrefix("fido:") == true else {
+                throw ConfigurationError("--nevis-dispatcher: only with --nevis fido:URL")
+            }
+            chosen = known
+        }
+        guard let value else { return proveSandbox ? .sandbox : nil }
+        if value == "sandbox" { return .sandbox }
+        let isFIDO = value.hasPrefix("fido:")
+        let url = isFIDO ? String(value.dropFirst(5)) : value
+        guard let parsed = URL(string: url), let host = parsed.host, !host.isEmpty,
+            parsed.scheme == "https" || (parsed.scheme == "http" && isLoopback(host))
+        else {
+            throw ConfigurationError(
+                "--nevis: \"\(value)\" is not sandbox, https://{instance}.mauth.nevis.cloud or fido:https://HOST")
+        }
+        if isFIDO {
+            let token = environment["NEVIS_FIDO_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+            return .remote(.fido(baseURL: url, dispatcher: chosen), secret: token)
+        }
+        guard let key = environment["NEVIS_ACCESS_KEY"], !key.isEmpty else {
+            throw ConfigurationError("--nevis \(value): set NEVIS_ACCESS_KEY (the Authentication Cloud access key)")
+        }
+        return .remote(.authCloud(baseURL: url), secret: key)
+    }
+
     /// `null` (what sandboxed frames and local files send, from any site), wildcards, paths (even a
     /// trailing `/`), queries, fragments, user info, a missing scheme and a host that is no DNS name or
     /// IP address each stop start-up with one line naming `setting`, the value and the rule.

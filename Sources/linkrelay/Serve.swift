@@ -39,6 +39,15 @@ struct Serve: AsyncParsableCommand {
     var allowedOrigin: [String] = []
     @Option(help: "\(RelayConfiguration.proveValues) or a base URL (LINKRELAY_PROVE, default sandbox).")
     var prove: String?
+    @Option(
+        help:
+            "sandbox, https://{instance}.mauth.nevis.cloud (NEVIS_ACCESS_KEY) or fido:https://HOST (NEVIS_FIDO_TOKEN) (LINKRELAY_NEVIS, default sandbox with --prove sandbox, else none)."
+    )
+    var nevis: String?
+    @Option(
+        help: "nevisFIDO's dispatcher: link-png-qr-code, link or png-qr-code (LINKRELAY_NEVIS_DISPATCHER, default link-png-qr-code)."
+    )
+    var nevisDispatcher: String?
     @Flag(help: "The landing GET only shows a page; its POST counts as the tap (LINKRELAY_CONFIRM_ON_PHONE).")
     var confirmOnPhone = false
     @Option(help: "Who the confirm page says is asking (LINKRELAY_INTEGRATOR_NAME, default the public URL's host).")
@@ -139,7 +148,7 @@ struct Serve: AsyncParsableCommand {
             ("metrics-listen", metricsListen), ("app-store-url", appStoreUrl), ("play-store-url", playStoreUrl),
             ("limit-finish-per-session", limitFinishPerSession), ("webhook-url", webhookUrl),
             ("webhook-secret", webhookSecret), ("tenants", tenants), ("identity-retention", identityRetention),
-            ("retention", retention), ("backup-dir", backupDir),
+            ("retention", retention), ("backup-dir", backupDir), ("nevis", nevis), ("nevis-dispatcher", nevisDispatcher),
         ] {
             if let value { flags[name] = [value] }
         }

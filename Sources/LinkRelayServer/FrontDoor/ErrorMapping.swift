@@ -1,5 +1,6 @@
 import LinkRelayCore
 import Logging
+import NevisAPI
 import NIOHTTP1
 import ProveAPI
 
@@ -42,6 +43,7 @@ final class ErrorMapping: Sendable {
         case let rejection as CreateSessionRequest.Rejection: problem(rejection)
         case let rejection as LandingRedirect.Rejection: problem(rejection)
         case let error as ProveClientError: problem(error)
+        case let error as NevisClientError: problem(error)
         case StoreError.unavailable:
             Problem(
                 .storeUnavailable, "The relay cannot store anything right now, so nothing was changed; retry shortly.",
@@ -150,6 +152,19 @@ final class ErrorMapping: Sendable {
         case .unavailable(let reason):
             return Problem(
                 .proveUnavailable, "Prove could not be reached after retries: \(reason)", headers: ["Retry-After": "5"])
+        }
+    }
+
+    static func problem(_ error: NevisClientError) -> Problem {
+        switch error {
+        case .rejected(let status, let detail):
+            let said = "Nevis answered \(status)" + (detail.map { ": \($0)" } ?? "")
+            return status == 401 || status == 403
+                ? Problem(.nevisCredentials, said + ". Nevis refused the relay's credentials: the operator checks them.")
+                : Problem(.rejectedByNevis, said)
+        case .unavailable(let reason):
+            return Problem(
+                .nevisUnavailable, "Nevis could not be reached after retries: \(reason)", headers: ["Retry-After": "5"])
         }
     }
 }

@@ -34,6 +34,9 @@ enum ErrorCode: String, CaseIterable, Sendable {
     case proveFailed = "prove_failed"
     case proveCredentials = "prove_credentials"
     case proveUnavailable = "prove_unavailable"
+    case rejectedByNevis = "rejected_by_nevis"
+    case nevisCredentials = "nevis_credentials"
+    case nevisUnavailable = "nevis_unavailable"
     case storeUnavailable = "store_unavailable"
     case storeCorrupt = "store_corrupt"
 
@@ -52,13 +55,13 @@ enum ErrorCode: String, CaseIterable, Sendable {
         case .unsupportedMediaType: .unsupportedMediaType
         case .expectationFailed: .expectationFailed
         case .upgradeRequired: .upgradeRequired
-        case .invalidRequest, .idempotencyKeyReused, .phoneNumberNotSupported, .rejectedByProve:
+        case .invalidRequest, .idempotencyKeyReused, .phoneNumberNotSupported, .rejectedByProve, .rejectedByNevis:
             .unprocessableEntity
         case .rateLimited: .tooManyRequests
         case .internalError: .internalServerError
         case .notImplemented: .notImplemented
-        case .proveFailed, .proveCredentials: .badGateway
-        case .proveUnavailable, .storeUnavailable, .storeCorrupt: .serviceUnavailable
+        case .proveFailed, .proveCredentials, .nevisCredentials: .badGateway
+        case .proveUnavailable, .nevisUnavailable, .storeUnavailable, .storeCorrupt: .serviceUnavailable
         }
     }
 
@@ -92,6 +95,9 @@ enum ErrorCode: String, CaseIterable, Sendable {
         case .proveFailed: "Prove failed"
         case .proveCredentials: "Prove credentials"
         case .proveUnavailable: "Prove unavailable"
+        case .rejectedByNevis: "Rejected by Nevis"
+        case .nevisCredentials: "Nevis credentials"
+        case .nevisUnavailable: "Nevis unavailable"
         case .storeUnavailable: "Store unavailable"
         case .storeCorrupt: "Store corrupt"
         }
@@ -156,6 +162,12 @@ enum ErrorCode: String, CaseIterable, Sendable {
             "Prove refused the relay's credentials: the operator's configuration (wrong client id or secret, the wrong environment, or credentials of another Prove product than the flow's). The operator fixes `PROVE_CLIENT_ID`/`PROVE_CLIENT_SECRET` or `--prove`."
         case .proveUnavailable:
             "Prove could not be reached after retries, or the relay's circuit breaker is open. Retry after `Retry-After` seconds."
+        case .rejectedByNevis:
+            "Nevis refused the operation (an unknown user, a user without a device, a message it does not take; the detail says what Nevis answered). Fix the request; nothing was started."
+        case .nevisCredentials:
+            "Nevis refused the relay's credentials: the operator checks `NEVIS_ACCESS_KEY` (Authentication Cloud) or `NEVIS_FIDO_TOKEN` (nevisFIDO) and `--nevis`."
+        case .nevisUnavailable:
+            "Nevis could not be reached after retries, or the relay's circuit breaker for it is open. Retry after `Retry-After` seconds."
         case .storeUnavailable:
             "The relay cannot store anything right now, so nothing was changed. Retry after `Retry-After` seconds."
         case .storeCorrupt:

@@ -1,6 +1,7 @@
 import Foundation
 import LinkRelayCore
 import LinkRelaySupport
+import NevisAPI
 import ProveAPI
 
 /// The Prove client behind a circuit breaker (security-anchors R3.4). Each call counts once, after
@@ -55,23 +56,64 @@ struct BreakerProveClient: ProveClient {
     }
 
     private func guarded<T>(_ call: () async throws -> T) async throws -> T {
-        guard let permit = breaker.acquire(now: clock.now()) else {
+        try await breaker.guarded(
+            clock: clock, refused: refused,
+            open: ProveClientError.unavailable(reason: "circuit breaker open after repeated Prove failures"),
+            answered: { error in
+                guard let error = error as? ProveClientError else { return nil }
+                if case .rejected = error { return true }
+                return false
+            }, call)
+    }
+}
+
+/// The Nevis client behind its own circuit breaker, as Prove's is.
+struct BreakerNevisClient: NevisClient {
+    let wrapped: any NevisClient
+    let breaker: CircuitBreaker
+    let clock: any RelayClock
+    var refused: @Sendable () -> Void = {}
+
+    func start(_ approval: NevisApproval, deadline: ContinuousClock.Instant) async throws -> NevisStarted {
+        try await guarded { try await wrapped.start(approval, deadline: deadline) }
+    }
+
+    func status(_ handle: String, deadline: ContinuousClock.Instant) async throws -> NevisStatus {
+        try await guarded { try await wrapped.status(handle, deadline: deadline) }
+    }
+
+    private func guarded<T>(_ call: () async throws -> T) async throws -> T {
+        try await breaker.guarded(
+            clock: clock, refused: refused,
+            open: NevisClientError.unavailable(reason: "circuit breaker open after repeated Nevis failures"),
+            answered: { error in
+                guard let error = error as? NevisClientError else { return nil }
+                if case .rejected = error { return true }
+                return false
+            }, call)
+    }
+}
+
+extension CircuitBreaker {
+    /// Runs a provider's call under the breaker: refused at once with `open` while it is open.
+    /// `answered` reads a failure: true for a refusal (4xx: an answer, the provider is up), false for
+    /// one it could not answer, nil for anything else (cancellation), which says nothing about the
+    /// provider: the permit is then abandoned.
+    func guarded<T>(
+        clock: any RelayClock, refused: () -> Void, open: @autoclosure () -> any Error,
+        answered: (any Error) -> Bool?, _ call: () async throws -> T
+    ) async throws -> T {
+        guard let permit = acquire(now: clock.now()) else {
             refused()
-            throw ProveClientError.unavailable(reason: "circuit breaker open after repeated Prove failures")
+            throw open()
         }
         do {
             let value = try await call()
-            breaker.record(permit, success: true, now: clock.now())
+            record(permit, success: true, now: clock.now())
             return value
-        } catch let error as ProveClientError {
-            // A refusal (4xx) is an answer: Prove is up, even if it did not like this request.
-            if case .rejected = error {
-                breaker.record(permit, success: true, now: clock.now())
-            } else {
-                breaker.record(permit, success: false, now: clock.now())
-            }
+        } catch {
+            if let up = answered(error) { record(permit, success: up, now: clock.now()) }
             throw error
         }
-        // Anything else (cancellation) says nothing about Prove; the breaker treats the permit as abandoned.
     }
 }

@@ -10,16 +10,24 @@ struct CreatedSession: Encodable {
         var poll: String
     }
 
+    /// Nevis only: what the desktop shows the customer (bearer secrets for the hold, as is the channel token).
+    struct Approval: Encodable {
+        var qrCode: String?
+        var appLink: String?
+    }
+
     var sessionId: String
     var state: SessionState
     var createdAt: Date
     var expiresAt: Date
-    var finalTargetUrl: String
+    /// Prove's flows only.
+    var finalTargetUrl: String?
     var authToken: String?
-    var correlationId: String
+    var correlationId: String?
     var possessionType: PossessionType
     var flow: Flow
     var channel: Channel
+    var approval: Approval?
 
     init(_ session: Session, publicURL: String) {
         let base = publicURL + "/v1/sessions/" + session.id
@@ -29,9 +37,13 @@ struct CreatedSession: Encodable {
         state = session.state
         createdAt = session.createdAt
         expiresAt = session.expiresAt
-        finalTargetUrl = session.finalTargetUrl
-        authToken = session.authToken
-        correlationId = session.correlationId
+        if let nevis = session.nevis {
+            approval = Approval(qrCode: nevis.qrCode, appLink: nevis.appLink)
+        } else {
+            finalTargetUrl = session.finalTargetUrl
+            authToken = session.authToken
+            correlationId = session.correlationId
+        }
         possessionType = session.possession
         flow = session.flow
         channel = Channel(

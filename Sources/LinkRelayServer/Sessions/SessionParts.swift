@@ -1,6 +1,7 @@
 import Foundation
 import LinkRelayCore
 import Logging
+import NevisAPI
 import ProveAPI
 
 /// The sessions' part of the relay, wired: the state machine with its flows, the verifier and the expiry
@@ -15,11 +16,12 @@ struct SessionParts {
     init(
         store: any SessionStore & ClusterClaims, bus: any EventBus, prove: any ProveClient, clock: any RelayClock,
         metrics: RelayMetrics, logger: Logger, publicURL: String, defaultHold: Int, webhooks: WebhookReporter? = nil,
-        identityRetention: TimeInterval = 900
+        identityRetention: TimeInterval = 900, nevis: (any NevisClient)? = nil
     ) {
         let flows = Flows(
             unify: UnifyFlow(prove: prove, clock: clock),
-            prefill: PrefillFlow(prove: prove, clock: clock, metrics: metrics, identityRetention: identityRetention))
+            prefill: PrefillFlow(prove: prove, clock: clock, metrics: metrics, identityRetention: identityRetention),
+            nevis: NevisFlow(client: nevis))
         let verifications = VerificationQueue()
         expiries = ExpiryQueue()
         service = SessionService(

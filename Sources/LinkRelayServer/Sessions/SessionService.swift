@@ -55,6 +55,9 @@ final class SessionService: Sendable {
         _ request: CreateSessionRequest, tenant: String = Tenant.defaultName, idempotencyKey: String?,
         legacyKey: String? = nil
     ) async throws -> Session {
+        if request.flow == .nevis, flows.nevis.client == nil {
+            throw Problem.invalid([.init(field: "flow", message: "nevis needs the relay to run with --nevis")])
+        }
         guard let key = idempotencyKey else {
             return try await startSession(request, tenant: tenant, idempotencyKey: nil)
         }
@@ -145,6 +148,10 @@ final class SessionService: Sendable {
         session.possessionType = request.possessionType
         session.tenant = tenant == Tenant.defaultName ? nil : tenant
         if request.flow == .prefill { session.prefill = PrefillProgress(next: [:]) }
+        if request.flow == .nevis {
+            session.nevis = NevisOperation(
+                channel: request.channel ?? "app", username: request.username, userId: request.userId)
+        }
         let event = session.record(.waiting(expiresAt: expiresAt), at: now)
         try await store.insert(session, event: event)
 
@@ -305,6 +312,15 @@ final class SessionService: Sendable {
         return nil
     }
 
+    /// The provider says the phone's app has the operation (Nevis's redeemed token): the tap of a flow
+    /// whose phone never lands here, once.
+    func phoneHasOperation(_ session: Session) async throws {
+        let tapped = try await mutate(.read(session)) { session, _ in
+            session.state == .waiting ? [.tapped(asc: true)] : nil
+        }
+        if tapped != nil { metrics.tapped() }
+    }
+
     // MARK: - the finish hook
 
     /// `POST /v1/sessions/{id}/finish`: the client SDK (or the app, or the backend) says the customer
@@ -376,16 +392,19 @@ final class SessionService: Sendable {
 
     /// Ends a session whose hold has passed; does nothing before that or once it has ended. A tapped
     /// session whose result Prove did not deliver in time (Prove unreachable, or still `pending`) ends
-    /// `failed`, with the last reason the verifier saw; an untapped one `expired`. (A session that never
-    /// landed is asked about once first: `Verifier.expire`.)
+    /// `failed`, with the last reason the verifier saw; an untapped one `expired`, as does a Nevis session
+    /// without a final answer. (A session that never landed, and a Nevis session, is asked about once
+    /// first: `Verifier.expire`.)
     func expire(sessionID: String) async throws {
         let problem = verifications.lastProblem(sessionID)
         let session = try await mutate(.id(sessionID)) { session, now in
             guard !session.state.isTerminal, session.isPastHold(at: now) else { return nil }
-            guard session.verificationPending else { return [.expired] }
+            let flow = flows.serving(session.flow)
+            guard session.verificationPending, !flow.asksFromStart else { return [.expired] }
             session.result = SessionResult(
                 outcome: .failed, proveSuccess: nil,
-                reason: "No result from Prove before the hold ended: " + (problem ?? "Prove still said pending"))
+                reason: "No result from \(flow.provider) before the hold ended: "
+                    + (problem ?? "\(flow.provider) still said pending"))
             return [.result(.failed)]
         }
         guard let session else { return }
@@ -503,7 +522,7 @@ final class SessionService: Sendable {
 extension Session {
     /// Prove's flow is stored with it (or it has ended). Until then it is being made, or the last write
     /// of its create failed and is being retried (`SessionService.keepStarted`).
-    var isStarted: Bool { !correlationId.isEmpty || state.isTerminal }
+    var isStarted: Bool { !correlationId.isEmpty || nevis?.isStarted == true || state.isTerminal }
 }
 
 /// The flows' own steps as the API takes them: each runs through `step`, the state machine's one way to

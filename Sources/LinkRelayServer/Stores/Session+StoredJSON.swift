@@ -36,6 +36,18 @@ extension Session {
         json.add("endedAt", secondsSinceReferenceDate: endedAt)
         // Pre-Fill only, and rare: `Codable` writes it.
         json.add("prefill", object: prefill.flatMap { try? JSONEncoder().encode($0) }.map(Array.init))
+        if let nevis {
+            var object = JSONObjectWriter(capacity: 256 + (nevis.qrCode?.utf8.count ?? 0))
+            object.add("appLink", nevis.appLink)
+            object.add("channel", nevis.channel)
+            object.add("dispatchFailure", nevis.dispatchFailure)
+            object.add("handle", nevis.handle)
+            object.add("qrCode", nevis.qrCode)
+            object.add("transactionId", nevis.transactionId)
+            object.add("userId", nevis.userId)
+            object.add("username", nevis.username)
+            json.add("nevis", object: object.finish())
+        }
         return json.finish()
     }
 }
@@ -79,6 +91,14 @@ extension SessionResult {
         json.add("clientRequestId", clientRequestId)
         json.add("deviceId", deviceId)
         if let evaluation { json.add("evaluation", object: Self.evaluationJSON(evaluation)) }
+        if let nevis {
+            var object = JSONObjectWriter(capacity: 160)
+            object.add("status", nevis.status)
+            object.add("transactionId", nevis.transactionId)
+            object.add("userId", nevis.userId)
+            object.add("username", nevis.username)
+            json.add("nevis", object: object.finish())
+        }
         json.add("outcome", outcome.rawValue)
         json.add("phoneNumber", phoneNumber)
         json.add("proveId", proveId)

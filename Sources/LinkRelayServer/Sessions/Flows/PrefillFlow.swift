@@ -29,7 +29,7 @@ struct PrefillFlow: SessionFlow {
     }
 
     /// `/v3/validate` answers at once, and only once: never nil.
-    func result(of session: Session, deadline: ContinuousClock.Instant) async throws -> FlowResult? {
+    func result(of session: Session, deadline: ContinuousClock.Instant) async throws -> FlowAnswer {
         let answer = try await prove.prefillValidate(
             PrefillValidateRequest(correlationId: session.correlationId), deadline: deadline)
         metrics.prefillStep(.validate, success: answer.success)
@@ -37,9 +37,10 @@ struct PrefillFlow: SessionFlow {
             outcome: answer.success ? .verified : .failed, proveSuccess: answer.success ? "true" : "false",
             phoneNumber: answer.phoneNumber, clientRequestId: session.clientRequestId,
             evaluation: answer.evaluation?.mapValues { .init(result: $0.result, failureReasons: $0.failureReasons) })
-        return FlowResult(
-            result: result,
-            prefill: PrefillProgress(next: answer.next, challengeMissing: answer.challengeMissing ? true : nil))
+        return .done(
+            FlowResult(
+                result: result,
+                prefill: PrefillProgress(next: answer.next, challengeMissing: answer.challengeMissing ? true : nil)))
     }
 
     /// `POST /v1/sessions/{id}/challenge`: `/v3/challenge` with a `dob` or `ssn`, or without (Prove then

@@ -28,11 +28,12 @@ struct UnifyFlow: SessionFlow {
         return FlowStart(correlationId: answer.correlationId, authToken: answer.authToken)
     }
 
-    func result(of session: Session, deadline: ContinuousClock.Instant) async throws -> FlowResult? {
+    func result(of session: Session, deadline: ContinuousClock.Instant) async throws -> FlowAnswer {
         let status = try await prove.unifyStatus(
             UnifyStatusRequest(correlationId: session.correlationId, clientRequestId: session.clientRequestId),
             deadline: deadline)
-        return Outcome(proveSuccess: status.success).map { FlowResult(result: SessionResult(status, outcome: $0)) }
+        guard let outcome = Outcome(proveSuccess: status.success) else { return .pending() }
+        return .done(FlowResult(result: SessionResult(status, outcome: outcome)))
     }
 
     /// The bind (`POST /v1/sessions/{id}/bind`): allowed once, on a `possession_required` result, within
