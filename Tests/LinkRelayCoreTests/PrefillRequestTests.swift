@@ -47,7 +47,7 @@ struct PrefillRequestTests {
     @Test func prefillCreateRefusals() {
         #expect(
             Self.create(#"{"phoneNumber":"2001001693","flow":"prefil"}"#)
-                == .failure(Self.invalid(("flow", "must be unify or prefill"))))
+                == .failure(Self.invalid(("flow", "must be unify, prefill or nevis"))))
         #expect(
             Self.create(#"{"phoneNumber":"2001001693","flow":"prefill","dob":"19-07-1982","ssn":"12345"}"#)
                 == .failure(

@@ -3,6 +3,7 @@ import Foundation
 import LinkRelayCore
 import LinkRelaySupport
 import Logging
+import NevisAPI
 import ProveAPI
 
 /// The sessions' state machine, and the one place that changes sessions: it writes the store, then wakes
@@ -169,6 +170,8 @@ final class SessionService: Sendable {
                     metadata: [
                         "phone": .string(request.phoneNumber.map(Secrets.maskedPhone) ?? "none"), "error": "\(error)",
                     ])
+            } else if error is NevisClientError {
+                log.warning("Nevis refused to start the operation", metadata: ["error": "\(error)"])
             }
             throw error
         }

@@ -272,13 +272,15 @@ final class PostgresSessionStore: RelayStore {
         _ = try await client.query("DELETE FROM linkrelay_instances WHERE id = \(instanceID)", logger: logger).collect()
     }
 
-    /// Landed sessions that no running instance is verifying: the instance that landed or took them
-    /// over is gone.
+    /// Landed sessions, and live Nevis sessions (asked about from the start), that no running instance is
+    /// verifying: the instance that landed, created or took them over is gone.
     func orphanedVerifications() async throws -> [String] {
         try await ids(
             """
-            SELECT id FROM linkrelay_sessions WHERE state = 'tapped' AND (verifier IS NULL OR verifier NOT IN (
+            SELECT id FROM linkrelay_sessions
+            WHERE (verifier IS NULL OR verifier NOT IN (
                 SELECT id FROM linkrelay_instances WHERE seen_at > now() - make_interval(secs => \(Self.presumedGone))))
+            AND (state = 'tapped' OR (state = 'waiting' AND data::json->'nevis' IS NOT NULL))
             """)
     }
 
