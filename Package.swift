@@ -63,6 +63,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // QR codes of the relay's app links, with their PNG: byte mode, all 40 versions; Foundation only.
+        .target(name: "QRCode", swiftSettings: swiftSettings),
         .target(
             name: "LinkRelayServer",
             dependencies: [
@@ -116,6 +118,11 @@ let package = Package(
         .testTarget(
             name: "LinkRelayCoreTests",
             dependencies: ["LinkRelayCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "QRCodeTests",
+            dependencies: ["QRCode"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
