@@ -233,7 +233,9 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
                 })
             else {
                 errors.append(
-                    .init(field: name, message: "must be text of 1 to \(maxLength) characters without control characters"))
+                    .init(
+                        field: name, message: "must be text of 1 to \(maxLength) characters without control characters")
+                )
                 return nil
             }
             return text
@@ -259,7 +261,9 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
         }
         if request.channel == "push", object["username"] ?? .null == .null, object["userId"] ?? .null == .null {
             errors.append(
-                .init(field: "channel", message: "push needs a username or userId: only a QR code or link is usernameless"))
+                .init(
+                    field: "channel", message: "push needs a username or userId: only a QR code or link is usernameless"
+                ))
         }
     }
 

@@ -211,7 +211,8 @@ public struct RelayConfiguration: Sendable {
                 prefillCredentials: prefillID.isEmpty
                     ? nil : ProveCredentials(clientID: prefillID, clientSecret: prefillSecret))
         }
-        config.nevis = try nevis(value("nevis"), dispatcher: value("nevis-dispatcher"), environment: environment,
+        config.nevis = try nevis(
+            value("nevis"), dispatcher: value("nevis-dispatcher"), environment: environment,
             proveSandbox: { if case .sandbox = config.prove { true } else { false } }())
         config.confirmOnPhone = try boolean(value("confirm-on-phone"), flag: "confirm-on-phone", default: false)
         config.mallocTuning = try boolean(value("malloc-tuning"), flag: "malloc-tuning", default: false)

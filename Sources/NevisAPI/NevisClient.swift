@@ -99,7 +99,8 @@ public enum NevisClientError: Error, Sendable, Equatable, CustomStringConvertibl
 
     public var description: String {
         switch self {
-        case .rejected(let status, let detail): "Nevis rejected the request with \(status)" + (detail.map { ": \($0)" } ?? "")
+        case .rejected(let status, let detail):
+            "Nevis rejected the request with \(status)" + (detail.map { ": \($0)" } ?? "")
         case .unavailable(let reason): "Nevis unavailable: \(reason)"
         }
     }

@@ -229,23 +229,34 @@ public struct FidoStatusResponse: Codable, Sendable, Equatable {
 /// The payload a QR code or a link carries to the app (seed 004, nevis-oob.md §1c): in a link as the
 /// `dispatchTokenResponse` query parameter, base64url of this JSON.
 public struct NevisAppPayload: Codable, Sendable, Equatable {
-    public struct Data: Codable, Sendable, Equatable {
+    public struct RedeemData: Codable, Sendable, Equatable {
         public var token: String
-        public var redeem_url: String
+        public var redeemURL: String
 
-        public init(token: String, redeem_url: String) {
+        public init(token: String, redeemURL: String) {
             self.token = token
-            self.redeem_url = redeem_url
+            self.redeemURL = redeemURL
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case token
+            case redeemURL = "redeem_url"
         }
     }
 
-    public var nma_data: Data
-    public var nma_data_content_type: String
-    public var nma_data_version: String
+    public var data: RedeemData
+    public var contentType: String
+    public var version: String
 
     public init(token: String, redeemURL: String) {
-        nma_data = Data(token: token, redeem_url: redeemURL)
-        nma_data_content_type = "application/json"
-        nma_data_version = "1"
+        data = RedeemData(token: token, redeemURL: redeemURL)
+        contentType = "application/json"
+        version = "1"
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case data = "nma_data"
+        case contentType = "nma_data_content_type"
+        case version = "nma_data_version"
     }
 }

@@ -45,7 +45,8 @@ struct Serve: AsyncParsableCommand {
     )
     var nevis: String?
     @Option(
-        help: "nevisFIDO's dispatcher: link-png-qr-code, link or png-qr-code (LINKRELAY_NEVIS_DISPATCHER, default link-png-qr-code)."
+        help:
+            "nevisFIDO's dispatcher: link-png-qr-code, link or png-qr-code (LINKRELAY_NEVIS_DISPATCHER, default link-png-qr-code)."
     )
     var nevisDispatcher: String?
     @Flag(help: "The landing GET only shows a page; its POST counts as the tap (LINKRELAY_CONFIRM_ON_PHONE).")
@@ -148,7 +149,8 @@ struct Serve: AsyncParsableCommand {
             ("metrics-listen", metricsListen), ("app-store-url", appStoreUrl), ("play-store-url", playStoreUrl),
             ("limit-finish-per-session", limitFinishPerSession), ("webhook-url", webhookUrl),
             ("webhook-secret", webhookSecret), ("tenants", tenants), ("identity-retention", identityRetention),
-            ("retention", retention), ("backup-dir", backupDir), ("nevis", nevis), ("nevis-dispatcher", nevisDispatcher),
+            ("retention", retention), ("backup-dir", backupDir), ("nevis", nevis),
+            ("nevis-dispatcher", nevisDispatcher),
         ] {
             if let value { flags[name] = [value] }
         }

@@ -1,7 +1,7 @@
 import LinkRelayCore
 import Logging
-import NevisAPI
 import NIOHTTP1
+import NevisAPI
 import ProveAPI
 
 /// The one place errors become answers: problem+json for the API, an HTML page for a person (the
@@ -160,7 +160,8 @@ final class ErrorMapping: Sendable {
         case .rejected(let status, let detail):
             let said = "Nevis answered \(status)" + (detail.map { ": \($0)" } ?? "")
             return status == 401 || status == 403
-                ? Problem(.nevisCredentials, said + ". Nevis refused the relay's credentials: the operator checks them.")
+                ? Problem(
+                    .nevisCredentials, said + ". Nevis refused the relay's credentials: the operator checks them.")
                 : Problem(.rejectedByNevis, said)
         case .unavailable(let reason):
             return Problem(
