@@ -146,6 +146,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "NevisAPITests",
+            dependencies: [
+                "NevisAPI",
+                "ProveAPI",
+                "LinkRelaySupport",
+                "LinkRelayTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "ProveSandboxTests",
             dependencies: [
                 "ProveSandbox",
