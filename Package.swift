@@ -73,6 +73,7 @@ let package = Package(
                 "NevisAPI",
                 "ProveAPI",
                 "ProveSandbox",
+                "QRCode",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -3,8 +3,10 @@ import Foundation
 import LinkRelayCore
 import LinkRelaySupport
 import Logging
+import NevisAPI
 import ProveAPI
 import ProveSandbox
+import QRCode
 import ServiceLifecycle
 
 /// A built relay: its server and services to run, and handles tests and the executable use.
@@ -170,6 +172,9 @@ public func buildLinkRelay(
             metadata: ["from": .string(from.rawValue), "to": .string(to.rawValue)])
     }
 
+    let nevis = try nevisClient(
+        configuration, httpClient: httpClient, retry: retry, clock: clock, metrics: metrics, logger: logger)
+
     let hub = ChannelHub()
     let webhooks = configuration.tenants.compactMap { tenant in tenant.webhook.map { (tenant.name, $0) } }
     // Whether messages go out, and where: an operator reads it before the first one is due.
@@ -189,7 +194,7 @@ public func buildLinkRelay(
         webhooks: webhookSender.map { sender in
             WebhookReporter(tenants: Set(webhooks.map(\.0)), committed: sender.wake)
         },
-        identityRetention: configuration.identityRetention)
+        identityRetention: configuration.identityRetention, nevis: nevis)
     let service = parts.service
     let pages = try await Pages.load(directory: configuration.templatesDirectory, sandbox: sandbox != nil)
     let draining = Draining()
@@ -319,4 +324,30 @@ public func buildLinkRelay(
         configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
         store: store, parts: parts, clock: clock, frontDoor: frontDoor, hub: hub, draining: draining, running: running,
         backups: backups, metricsRoutes: configuration.metricsListen == nil ? nil : metricsRoutes)
+}
+
+/// The Nevis client `--nevis` names, behind its own circuit breaker; nil without `--nevis`.
+private func nevisClient(
+    _ configuration: RelayConfiguration, httpClient: HTTPClient, retry: RetryPolicy, clock: any RelayClock,
+    metrics: RelayMetrics, logger: Logger
+) throws -> (any NevisClient)? {
+    let observe: NevisCallObserver = { metrics.nevisCall(endpoint: $0, status: $1, duration: $2) }
+    let client: any NevisClient
+    switch configuration.nevis {
+    case nil: return nil
+    case .sandbox: return nil
+    case .remote(let backend, let secret):
+        client = try makeNevisClient(
+            backend: backend, accessKey: secret, fidoToken: secret, httpClient: httpClient, retry: retry,
+            observe: observe, logger: logger, drawQR: { link in try? QRCode(Array(link.utf8)).pngDataURI() })
+    }
+    let breaker = CircuitBreaker(
+        failureThreshold: configuration.breakerFailures, openDuration: configuration.breakerCooldown
+    ) { from, to in
+        metrics.nevisBreakerChanged(open: to != .closed)
+        logger.warning(
+            "Circuit breaker around Nevis changed", metadata: ["from": .string(from.rawValue), "to": .string(to.rawValue)])
+    }
+    return BreakerNevisClient(
+        wrapped: client, breaker: breaker, clock: clock, refused: { metrics.nevisBreakerRefused() })
 }

@@ -17,10 +17,12 @@ public final class RelayMetrics: ProveCallObserver {
     /// By outcome and tenant (`outcome tenant`), made at first use.
     private let outcomes = Locked<[String: Counter]>([:])
     private let openChannels: [ChannelTransport: Gauge]
-    private let proveCalls = Locked<[String: Counter]>([:])
-    private let proveLatency = Locked<[String: DurationHistogram]>([:])
+    private let proveCalls = ProviderCalls(provider: "prove", name: "Prove")
+    private let nevisCalls = ProviderCalls(provider: "nevis", name: "Nevis")
     private let breakerOpen: Gauge
     private let breakerRefusals: Counter
+    private let nevisBreakerOpen: Gauge
+    private let nevisBreakerRefusals: Counter
     /// By `route status`, made at first use: routes are the route table's patterns (or `unmatched`), so
     /// the label set stays bounded whatever paths clients ask for.
     /// Keyed without building a string: every answer looks its counter up.
@@ -122,6 +124,14 @@ public final class RelayMetrics: ProveCallObserver {
             descriptor: .init(
                 metricName: "linkrelay_prove_breaker_refusals_total", unitName: "",
                 helpText: "Calls to Prove the open breaker refused at once (a create answers 503 for each)"))
+        nevisBreakerOpen = registry.makeGauge(
+            descriptor: .init(
+                metricName: "linkrelay_nevis_breaker_open", unitName: "",
+                helpText: "1 while the circuit breaker around Nevis is open or half-open, else 0"))
+        nevisBreakerRefusals = registry.makeCounter(
+            descriptor: .init(
+                metricName: "linkrelay_nevis_breaker_refusals_total", unitName: "",
+                helpText: "Calls to Nevis the open breaker refused at once"))
         limitTrips = Self.counters(
             registry, "linkrelay_limit_trips_total",
             "Requests turned away with 429 by a rate or connection limit, by limit", label: "limit",
@@ -188,6 +198,9 @@ public final class RelayMetrics: ProveCallObserver {
         breakerRefusals.increment()
         recent.breakerRefused()
     }
+
+    func nevisBreakerChanged(open: Bool) { nevisBreakerOpen.set(Int64(open ? 1 : 0)) }
+    func nevisBreakerRefused() { nevisBreakerRefusals.increment() }
 
     /// Every answer the relay writes (`ResponseWriter.head`): `route` is the route table's pattern of
     /// the request's line, or `unmatched`.
@@ -324,27 +337,51 @@ public final class RelayMetrics: ProveCallObserver {
     }
 
     public func proveCall(endpoint: String, status: String, duration: Duration) {
-        let counter = proveCalls.withLock { counters in
+        proveCalls.record(endpoint: endpoint, status: status, duration: duration, in: registry)
+        recent.proveCall(
+            endpoint: endpoint, failed: !status.hasPrefix("2"),
+            seconds: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+    }
+
+    /// Every attempt of a call to Nevis: `endpoint` is `approval`, `status`, `dispatch` or `fido-status`.
+    func nevisCall(endpoint: String, status: String, duration: Duration) {
+        nevisCalls.record(endpoint: endpoint, status: status, duration: duration, in: registry)
+    }
+}
+
+/// A provider's calls by endpoint and status, and their latency by endpoint
+/// (`linkrelay_{provider}_calls_total`, `linkrelay_{provider}_call_duration_seconds`), made at first use.
+private struct ProviderCalls: Sendable {
+    let provider: String
+    /// As help texts name it.
+    let name: String
+    private let counters = Locked<[String: Counter]>([:])
+    private let histograms = Locked<[String: DurationHistogram]>([:])
+
+    init(provider: String, name: String) {
+        self.provider = provider
+        self.name = name
+    }
+
+    func record(endpoint: String, status: String, duration: Duration, in registry: PrometheusCollectorRegistry) {
+        let counter = counters.withLock { counters in
             let key = endpoint + " " + status
             if let counter = counters[key] { return counter }
             let counter = registry.makeCounter(
                 descriptor: .init(
-                    metricName: "linkrelay_prove_calls_total", unitName: "",
-                    helpText: "Calls to Prove, by endpoint and HTTP status (or timeout/error)"),
+                    metricName: "linkrelay_\(provider)_calls_total", unitName: "",
+                    helpText: "Calls to \(name), by endpoint and HTTP status (or timeout/error)"),
                 labels: [("endpoint", endpoint), ("status", status)])
             counters[key] = counter
             return counter
         }
         counter.increment()
-        recent.proveCall(
-            endpoint: endpoint, failed: !status.hasPrefix("2"),
-            seconds: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
-        let histogram = proveLatency.withLock { histograms in
+        let histogram = histograms.withLock { histograms in
             if let histogram = histograms[endpoint] { return histogram }
             let histogram = registry.makeDurationHistogram(
                 descriptor: .init(
-                    metricName: "linkrelay_prove_call_duration_seconds", unitName: "",
-                    helpText: "Latency of calls to Prove, by endpoint"), labels: [("endpoint", endpoint)],
+                    metricName: "linkrelay_\(provider)_call_duration_seconds", unitName: "",
+                    helpText: "Latency of calls to \(name), by endpoint"), labels: [("endpoint", endpoint)],
                 buckets: ProveMinute.bucketBounds.map { .microseconds(Int64(($0 * 1_000_000).rounded())) })
             histograms[endpoint] = histogram
             return histogram
