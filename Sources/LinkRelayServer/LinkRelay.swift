@@ -346,7 +346,8 @@ private func nevisClient(
     ) { from, to in
         metrics.nevisBreakerChanged(open: to != .closed)
         logger.warning(
-            "Circuit breaker around Nevis changed", metadata: ["from": .string(from.rawValue), "to": .string(to.rawValue)])
+            "Circuit breaker around Nevis changed",
+            metadata: ["from": .string(from.rawValue), "to": .string(to.rawValue)])
     }
     return BreakerNevisClient(
         wrapped: client, breaker: breaker, clock: clock, refused: { metrics.nevisBreakerRefused() })
