@@ -65,6 +65,17 @@ let package = Package(
         ),
         // QR codes of the relay's app links, with their PNG: byte mode, all 40 versions; Foundation only.
         .target(name: "QRCode", swiftSettings: swiftSettings),
+        // The Nevis simulator: both backends' routes, test users, the Access App page, faults.
+        .target(
+            name: "NevisSandbox",
+            dependencies: [
+                "NevisAPI",
+                "ProveSandbox",
+                "QRCode",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "LinkRelayServer",
             dependencies: [
@@ -157,6 +168,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NevisSandboxTests",
+            dependencies: [
+                "NevisSandbox",
+                "NevisAPI",
+                "ProveSandbox",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
