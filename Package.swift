@@ -82,6 +82,7 @@ let package = Package(
                 "LinkRelayCore",
                 "LinkRelaySupport",
                 "NevisAPI",
+                "NevisSandbox",
                 "ProveAPI",
                 "ProveSandbox",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -106,6 +107,7 @@ let package = Package(
             dependencies: [
                 "LinkRelayCore",
                 "LinkRelayServer",
+                "NevisSandbox",
                 "ProveSandbox",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -177,7 +179,11 @@ let package = Package(
                 "NevisSandbox",
                 "NevisAPI",
                 "ProveSandbox",
+                "LinkRelayServer",
+                "LinkRelayTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

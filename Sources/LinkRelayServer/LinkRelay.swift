@@ -3,6 +3,7 @@ import Foundation
 import LinkRelayCore
 import LinkRelaySupport
 import Logging
+import NevisSandbox
 import ProveAPI
 import ProveSandbox
 import ServiceLifecycle
@@ -14,6 +15,8 @@ public struct LinkRelay: Sendable {
     let services: [any Service]
     /// The embedded Prove simulator, when `--prove sandbox`.
     public let sandbox: ProveSandbox?
+    /// The embedded Nevis simulator: one instance for its routes and the relay's in-process client.
+    public let nevisSandbox: NevisSandbox?
     public let metrics: RelayMetrics
     let store: any RelayStore
     /// The state machine, its flows, the verifier and the expiry sweeper.
@@ -91,7 +94,7 @@ public struct LinkRelay: Sendable {
         let drain = Drain(
             hub: hub, draining: draining, clock: clock, delay: configuration.drainDelay, sandbox: sandbox,
             timeout: .milliseconds(Int64(configuration.drainTimeout * 1000)),
-            logger: logger)
+            logger: logger, nevisSandbox: nevisSandbox)
         // Stopped before the store's teardown, so that a backup under way ends before the store closes.
         let backup: [any Service] = handlingSignals ? [BackupOnSignal(backups: backups, logger: logger)] : []
         var group = ServiceGroupConfiguration(
@@ -130,10 +133,13 @@ public func buildLinkRelay(
     let retry = RetryPolicy(sleep: { try await EventLoopClock().sleep(for: $0) })
     let sandbox: ProveSandbox?
     let prove: any ProveClient
+    // Nevis's sandbox comes with Prove's, until `--nevis` configures it.
+    let nevisSandbox: NevisSandbox?
     switch configuration.prove {
     case .sandbox:
         let embedded = ProveSandbox(publicBaseURL: configuration.publicURL)
         sandbox = embedded
+        nevisSandbox = NevisSandbox(publicBaseURL: configuration.publicURL)
         // The relay asks its own sandbox in process; while a fault is set, over loopback through the same
         // client it uses for Prove, so that the fault acts on that client.
         let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
@@ -145,6 +151,7 @@ public func buildLinkRelay(
         prove = SandboxProveClient(sandbox: embedded, overHTTP: overHTTP, observer: metrics, logger: logger)
     case .remote(let baseURL, let credentials, let prefillCredentials):
         sandbox = nil
+        nevisSandbox = nil
         prove = HTTPProveClient(
             baseURL: baseURL, credentials: credentials, prefillCredentials: prefillCredentials,
             httpClient: httpClient, retry: retry, observer: metrics, logger: logger)
@@ -241,7 +248,7 @@ public func buildLinkRelay(
                 service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL,
                 securityEvents: securityEvents)
         },
-        sandbox: sandbox.map(SandboxController.init),
+        sandbox: sandbox.map { SandboxController(sandbox: $0, nevis: nevisSandbox) },
         apiDescription: try APIDescription.load(
             directory: configuration.templatesDirectory, publicURL: configuration.publicURL),
         deepLinks: configuration.deepLinks,
@@ -316,7 +323,7 @@ public func buildLinkRelay(
                 }),
         ] + instances + optional.compactMap { $0 } + [server]
     return LinkRelay(
-        configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
-        store: store, parts: parts, clock: clock, frontDoor: frontDoor, hub: hub, draining: draining, running: running,
-        backups: backups, metricsRoutes: configuration.metricsListen == nil ? nil : metricsRoutes)
+        configuration: configuration, services: services, sandbox: sandbox, nevisSandbox: nevisSandbox,
+        metrics: metrics, store: store, parts: parts, clock: clock, frontDoor: frontDoor, hub: hub, draining: draining,
+        running: running, backups: backups, metricsRoutes: configuration.metricsListen == nil ? nil : metricsRoutes)
 }
