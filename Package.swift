@@ -65,12 +65,24 @@ let package = Package(
         ),
         // QR codes of the relay's app links, with their PNG: byte mode, all 40 versions; Foundation only.
         .target(name: "QRCode", swiftSettings: swiftSettings),
+        // The Nevis simulator: both backends' routes, test users, the Access App page, faults.
+        .target(
+            name: "NevisSandbox",
+            dependencies: [
+                "NevisAPI",
+                "ProveSandbox",
+                "QRCode",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "LinkRelayServer",
             dependencies: [
                 "LinkRelayCore",
                 "LinkRelaySupport",
                 "NevisAPI",
+                "NevisSandbox",
                 "ProveAPI",
                 "ProveSandbox",
                 "QRCode",
@@ -96,6 +108,7 @@ let package = Package(
             dependencies: [
                 "LinkRelayCore",
                 "LinkRelayServer",
+                "NevisSandbox",
                 "ProveSandbox",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -172,6 +185,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NevisSandboxTests",
+            dependencies: [
+                "NevisSandbox",
+                "NevisAPI",
+                "ProveSandbox",
+                "LinkRelayServer",
+                "LinkRelayTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -10,8 +10,8 @@ modules ignored):
   1. every imported module is declared: a target dependency by name, a product dependency of the
      same name, or a module a declared product exports under another name (PROVIDED_BY below);
   2. every declared dependency is imported by at least one source file;
-  3. the house rules: LinkRelayCore imports only system modules (an app takes it as is), ProveSandbox
-     and LinkRelaySupport stay below the relay, ProveAPI imports none of the relay's modules;
+  3. the house rules: LinkRelayCore imports only system modules (an app takes it as is), ProveSandbox,
+     NevisSandbox and LinkRelaySupport stay below the relay, ProveAPI imports none of the relay's modules;
   4. LinkRelayCore compiles alone with a bare swiftc (Swift 6 mode, the package's upcoming
      features, no search paths), which proves it needs nothing but Foundation. `--no-build` skips it.
 
@@ -31,10 +31,11 @@ PROVIDED_BY = {
     "VaporCSQLite": "SQLiteNIO",
 }
 
-RELAY = {"LinkRelayCore", "LinkRelaySupport", "LinkRelayServer", "ProveAPI", "ProveSandbox"}
+RELAY = {"LinkRelayCore", "LinkRelaySupport", "LinkRelayServer", "ProveAPI", "ProveSandbox", "NevisSandbox"}
 ONLY_SYSTEM = {"LinkRelayCore"}  # the domain: Foundation only
 FORBIDDEN = {  # target -> modules it must not import
     "ProveSandbox": {"LinkRelayCore"},
+    "NevisSandbox": {"LinkRelayCore", "LinkRelaySupport", "LinkRelayServer"},
     "LinkRelaySupport": {"LinkRelayCore", "LinkRelayServer", "ProveAPI", "ProveSandbox"},
     "ProveAPI": RELAY - {"ProveAPI"},
 }

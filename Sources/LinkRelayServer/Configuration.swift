@@ -376,7 +376,10 @@ public struct RelayConfiguration: Sendable {
             chosen = known
         }
         guard let value else { return proveSandbox ? .sandbox : nil }
-        if value == "sandbox" { return .sandbox }
+        if value == "sandbox" {
+            guard proveSandbox else { throw ConfigurationError("--nevis sandbox: only with --prove sandbox") }
+            return .sandbox
+        }
         let isFIDO = value.hasPrefix("fido:")
         let url = isFIDO ? String(value.dropFirst(5)) : value
         guard let parsed = URL(string: url), let host = parsed.host, !host.isEmpty,

@@ -4,6 +4,7 @@ import LinkRelayCore
 import LinkRelaySupport
 import Logging
 import NevisAPI
+import NevisSandbox
 import ProveAPI
 import ProveSandbox
 import QRCode
@@ -16,6 +17,8 @@ public struct LinkRelay: Sendable {
     let services: [any Service]
     /// The embedded Prove simulator, when `--prove sandbox`.
     public let sandbox: ProveSandbox?
+    /// The embedded Nevis simulator: one instance for its routes and the relay's in-process client.
+    public let nevisSandbox: NevisSandbox?
     public let metrics: RelayMetrics
     let store: any RelayStore
     /// The state machine, its flows, the verifier and the expiry sweeper.
@@ -93,7 +96,7 @@ public struct LinkRelay: Sendable {
         let drain = Drain(
             hub: hub, draining: draining, clock: clock, delay: configuration.drainDelay, sandbox: sandbox,
             timeout: .milliseconds(Int64(configuration.drainTimeout * 1000)),
-            logger: logger)
+            logger: logger, nevisSandbox: nevisSandbox)
         // Stopped before the store's teardown, so that a backup under way ends before the store closes.
         let backup: [any Service] = handlingSignals ? [BackupOnSignal(backups: backups, logger: logger)] : []
         var group = ServiceGroupConfiguration(
@@ -132,16 +135,18 @@ public func buildLinkRelay(
     let retry = RetryPolicy(sleep: { try await EventLoopClock().sleep(for: $0) })
     let sandbox: ProveSandbox?
     let prove: any ProveClient
+    // `--nevis sandbox` comes with `--prove sandbox` only: Nevis's simulator is mounted beside Prove's.
+    let nevisSandbox = configuration.nevis == .sandbox ? NevisSandbox(publicBaseURL: configuration.publicURL) : nil
+    // The relay asks its own sandboxes in process; while a fault is set, over loopback through the same
+    // client it uses for the provider, so that the fault acts on that client.
+    let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
+    let loopback = "http://" + (host.contains(":") ? "[\(host)]" : host) + ":\(configuration.port)/sandbox"
     switch configuration.prove {
     case .sandbox:
         let embedded = ProveSandbox(publicBaseURL: configuration.publicURL)
         sandbox = embedded
-        // The relay asks its own sandbox in process; while a fault is set, over loopback through the same
-        // client it uses for Prove, so that the fault acts on that client.
-        let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
-        let hostPart = host.contains(":") ? "[\(host)]" : host
         let overHTTP = HTTPProveClient(
-            baseURL: "http://\(hostPart):\(configuration.port)/sandbox/prove",
+            baseURL: loopback + "/prove",
             credentials: ProveCredentials(clientID: ProveSandbox.clientID, clientSecret: ProveSandbox.clientSecret),
             httpClient: httpClient, retry: retry, observer: metrics, logger: logger)
         prove = SandboxProveClient(sandbox: embedded, overHTTP: overHTTP, observer: metrics, logger: logger)
@@ -173,7 +178,8 @@ public func buildLinkRelay(
     }
 
     let nevis = try nevisClient(
-        configuration, httpClient: httpClient, retry: retry, clock: clock, metrics: metrics, logger: logger)
+        configuration, sandbox: nevisSandbox.map { ($0, loopback + "/nevis") }, httpClient: httpClient, retry: retry,
+        clock: clock, metrics: metrics, logger: logger)
 
     let hub = ChannelHub()
     let webhooks = configuration.tenants.compactMap { tenant in tenant.webhook.map { (tenant.name, $0) } }
@@ -246,7 +252,7 @@ public func buildLinkRelay(
                 service: service, sandbox: $0, pages: pages, publicURL: configuration.publicURL,
                 securityEvents: securityEvents)
         },
-        sandbox: sandbox.map(SandboxController.init),
+        sandbox: sandbox.map { SandboxController(sandbox: $0, nevis: nevisSandbox) },
         apiDescription: try APIDescription.load(
             directory: configuration.templatesDirectory, publicURL: configuration.publicURL),
         deepLinks: configuration.deepLinks,
@@ -321,25 +327,31 @@ public func buildLinkRelay(
                 }),
         ] + instances + optional.compactMap { $0 } + [server]
     return LinkRelay(
-        configuration: configuration, services: services, sandbox: sandbox, metrics: metrics,
-        store: store, parts: parts, clock: clock, frontDoor: frontDoor, hub: hub, draining: draining, running: running,
-        backups: backups, metricsRoutes: configuration.metricsListen == nil ? nil : metricsRoutes)
+        configuration: configuration, services: services, sandbox: sandbox, nevisSandbox: nevisSandbox,
+        metrics: metrics, store: store, parts: parts, clock: clock, frontDoor: frontDoor, hub: hub, draining: draining,
+        running: running, backups: backups, metricsRoutes: configuration.metricsListen == nil ? nil : metricsRoutes)
 }
 
 /// The Nevis client `--nevis` names, behind its own circuit breaker; nil without `--nevis`.
 private func nevisClient(
-    _ configuration: RelayConfiguration, httpClient: HTTPClient, retry: RetryPolicy, clock: any RelayClock,
-    metrics: RelayMetrics, logger: Logger
+    _ configuration: RelayConfiguration, sandbox: (NevisSandbox, loopback: String)?, httpClient: HTTPClient,
+    retry: RetryPolicy, clock: any RelayClock, metrics: RelayMetrics, logger: Logger
 ) throws -> (any NevisClient)? {
     let observe: NevisCallObserver = { metrics.nevisCall(endpoint: $0, status: $1, duration: $2) }
+    let drawQR: NevisQRDrawer = { link in try? QRCode(Array(link.utf8)).pngDataURI() }
     let client: any NevisClient
-    switch configuration.nevis {
-    case nil: return nil
-    case .sandbox: return nil
-    case .remote(let backend, let secret):
+    switch (configuration.nevis, sandbox) {
+    case (nil, _): return nil
+    case (.sandbox, let (embedded, loopback)?):
+        let overHTTP = try AuthCloudClient(
+            baseURL: loopback, accessKey: NevisSandbox.accessKey, httpClient: httpClient, retry: retry,
+            observe: observe, logger: logger, drawQR: drawQR)
+        client = SandboxNevisClient(sandbox: embedded, overHTTP: overHTTP, observer: observe, logger: logger)
+    case (.sandbox, nil): return nil
+    case (.remote(let backend, let secret), _):
         client = try makeNevisClient(
             backend: backend, accessKey: secret, fidoToken: secret, httpClient: httpClient, retry: retry,
-            observe: observe, logger: logger, drawQR: { link in try? QRCode(Array(link.utf8)).pngDataURI() })
+            observe: observe, logger: logger, drawQR: drawQR)
     }
     let breaker = CircuitBreaker(
         failureThreshold: configuration.breakerFailures, openDuration: configuration.breakerCooldown

@@ -228,7 +228,7 @@ extension ProveSandbox {
 }
 
 extension SandboxReply {
-    static let noContent = SandboxReply(status: 204, contentType: nil, body: [])
+    public static let noContent = SandboxReply(status: 204, contentType: nil, body: [])
 
     /// A control endpoint's 400: `{"error": message}`.
     static func controlError(_ message: String) -> SandboxReply {

@@ -804,7 +804,8 @@ public actor ProveSandbox {
         given == expected || (given.count == 4 && expected.hasSuffix(given))
     }
 
-    static func parseForm(_ form: String) -> [String: String] {
+    /// The fields of a form body or a query string (`+` reads as a space; the first of repeated names wins).
+    public static func parseForm(_ form: String) -> [String: String] {
         var fields: [String: String] = [:]
         for pair in form.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

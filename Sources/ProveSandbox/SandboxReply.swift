@@ -8,7 +8,17 @@ public struct SandboxReply: Sendable {
     public var body: [UInt8]
     public var location: String?
     /// Seconds for a `Retry-After` header.
-    public var retryAfter: Int? = nil
+    public var retryAfter: Int?
+    /// More headers, written after the others (a page's `Content-Security-Policy`).
+    public var extraHeaders: [(name: String, value: String)] = []
+
+    public init(status: Int, contentType: String?, body: [UInt8], location: String? = nil, retryAfter: Int? = nil) {
+        self.status = status
+        self.contentType = contentType
+        self.body = body
+        self.location = location
+        self.retryAfter = retryAfter
+    }
 
     /// The reply's headers as a server writes them (it adds its own, and `Content-Length`): no reply is
     /// cached.
@@ -17,7 +27,7 @@ public struct SandboxReply: Sendable {
         if let contentType { headers.append((name: "Content-Type", value: contentType)) }
         if let location { headers.append((name: "Location", value: location)) }
         if let retryAfter { headers.append((name: "Retry-After", value: String(retryAfter))) }
-        return headers
+        return headers + extraHeaders
     }
 
     static let encoder: JSONEncoder = {
@@ -27,7 +37,8 @@ public struct SandboxReply: Sendable {
         return encoder
     }()
 
-    static func json(_ status: Int, _ value: some Encodable) -> SandboxReply {
+    /// `value` as JSON (keys sorted, dates ISO 8601).
+    public static func json(_ status: Int, _ value: some Encodable) -> SandboxReply {
         let body = (try? encoder.encode(value)).map { [UInt8]($0) } ?? []
         return .init(status: status, contentType: "application/json", body: body)
     }
@@ -36,11 +47,11 @@ public struct SandboxReply: Sendable {
         json(status, ProveErrorBody(code: code, message: message))
     }
 
-    static func html(_ status: Int, _ page: String) -> SandboxReply {
+    public static func html(_ status: Int, _ page: String) -> SandboxReply {
         .init(status: status, contentType: "text/html; charset=utf-8", body: Array(page.utf8))
     }
 
-    static func redirect(_ location: String) -> SandboxReply {
+    public static func redirect(_ location: String) -> SandboxReply {
         .init(status: 302, contentType: nil, body: [], location: location)
     }
 }

@@ -16,8 +16,8 @@ struct HeadFilter {
     /// read goes here (`HeadFilterTests` checks the sources for it).
     static let keptNames: Set<[UInt8]> = Set(
         [
-            "authorization", "connection", "content-length", "content-type", "expect", "host", "idempotency-key",
-            "if-none-match", "last-event-id", "origin", "sec-fetch-site", "sec-websocket-key",
+            "accept", "authorization", "connection", "content-length", "content-type", "expect", "host",
+            "idempotency-key", "if-none-match", "last-event-id", "origin", "sec-fetch-site", "sec-websocket-key",
             "sec-websocket-version", "transfer-encoding", "upgrade", "x-forwarded-for",
         ].map { Array($0.utf8) })
     private static let longestKeptName = keptNames.map(\.count).max() ?? 0

@@ -1,6 +1,7 @@
 import Foundation
 import LinkRelayCore
 import Logging
+import NevisSandbox
 import ProveSandbox
 import ServiceLifecycle
 
@@ -18,11 +19,14 @@ struct Drain: Service {
     let sandbox: ProveSandbox?
     let timeout: Duration
     let logger: Logger
+    /// The embedded Nevis sandbox, let go of in the same way.
+    var nevisSandbox: NevisSandbox? = nil
 
     func run() async throws {
         try? await gracefulShutdown()
         draining.start()
         await sandbox?.shutDown()
+        nevisSandbox?.shutDown()
         if delay > 0 {
             logger.notice("Shutting down: /readyz answers 503", metadata: ["seconds": "\(delay)"])
             try? await clock.sleep(until: clock.now().addingTimeInterval(delay))

@@ -1,11 +1,13 @@
 import Foundation
 import Logging
 import NIOCore
+import NevisSandbox
 import ProveSandbox
 import ServiceLifecycle
 
-/// The Prove sandbox alone (`linkrelay sandbox --host H --port P`): the simulator at `http://H:P/sandbox/prove`,
-/// its outbox at `http://H:P/sandbox/outbox`, served by the relay's own front door with a route table of the
+/// The sandboxes alone (`linkrelay sandbox --host H --port P`): the Prove simulator at
+/// `http://H:P/sandbox/prove`, its outbox at `http://H:P/sandbox/outbox`, and with `nevis` the Nevis simulator
+/// at `http://H:P/sandbox/nevis/`, served by the relay's own front door with a route table of the
 /// sandbox's routes only. Any other path is a 404.
 ///
 /// On a graceful shutdown (SIGTERM, SIGINT) the sandbox lets go of what its faults hold first (hangs are
@@ -13,6 +15,7 @@ import ServiceLifecycle
 /// request it is answering.
 public struct SandboxServer: Sendable {
     public let sandbox: ProveSandbox
+    public let nevis: NevisSandbox?
     let server: RelayServer
     /// The bound port, once; finished when the server stops.
     let bound: (stream: AsyncStream<Int>, continuation: AsyncStream<Int>.Continuation)
@@ -20,9 +23,11 @@ public struct SandboxServer: Sendable {
 
     /// - Parameters:
     ///   - sandbox: the simulator it serves (tests keep a reference to inspect it).
+    ///   - nevis: the Nevis simulator it serves beside it.
     ///   - port: 0 for any free port; ``serving(_:)`` tells which.
-    public init(sandbox: ProveSandbox, host: String, port: Int, logger: Logger) {
+    public init(sandbox: ProveSandbox, nevis: NevisSandbox? = nil, host: String, port: Int, logger: Logger) {
         self.sandbox = sandbox
+        self.nevis = nevis
         self.logger = logger
         let (bound, reportBound) = AsyncStream<Int>.makeStream()
         self.bound = (bound, reportBound)
@@ -39,7 +44,7 @@ public struct SandboxServer: Sendable {
             hub: ChannelHub(), store: store, clock: clock, metrics: metrics,
             writer: ResponseWriter(strictTransportSecurity: false), securityEvents: securityEvents)
         let frontDoor = FrontDoor.Services(
-            routes: Routes(sandbox: SandboxController(sandbox: sandbox)),
+            routes: Routes(sandbox: SandboxController(sandbox: sandbox, nevis: nevis)),
             // No `/errors` page here: the sandbox's problems keep `type` about:blank, with their `code`.
             errors: ErrorMapping(pages: Pages.withoutTemplates(), logger: logger, publicURL: nil), channels: channels,
             channelServices: channelServices, securityEvents: securityEvents)
@@ -48,9 +53,10 @@ public struct SandboxServer: Sendable {
             frontDoor: frontDoor, logger: logger
         ) { listener in
             let port = listener.localAddress?.port ?? port
-            logger.notice(
-                "Prove sandbox listening on \(ProveSandbox.localBaseURL(host: host, port: port).dropFirst(7))",
-                metadata: ["prove": .string(ProveSandbox.localBaseURL(host: host, port: port) + "/sandbox/prove")])
+            let base = ProveSandbox.localBaseURL(host: host, port: port)
+            var metadata: Logger.Metadata = ["prove": .string(base + "/sandbox/prove")]
+            if nevis != nil { metadata["nevis"] = .string(base + "/sandbox/nevis/app") }
+            logger.notice("Prove sandbox listening on \(base.dropFirst(7))", metadata: metadata)
             reportBound.yield(port)
             reportBound.finish()
         }
@@ -93,7 +99,7 @@ public struct SandboxServer: Sendable {
     private func serviceGroup(handlingSignals: Bool) -> ServiceGroup {
         ServiceGroup(
             configuration: .init(
-                services: [.init(service: server), .init(service: ShutDownSandbox(sandbox: sandbox))],
+                services: [.init(service: server), .init(service: ShutDownSandbox(sandbox: sandbox, nevis: nevis))],
                 gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger))
     }
 }
@@ -102,9 +108,11 @@ public struct SandboxServer: Sendable {
 /// hold are let go before the server waits for every request in progress.
 struct ShutDownSandbox: Service {
     let sandbox: ProveSandbox
+    let nevis: NevisSandbox?
 
     func run() async throws {
         try? await gracefulShutdown()
         await sandbox.shutDown()
+        nevis?.shutDown()
     }
 }
