@@ -90,12 +90,16 @@ struct MultiInstanceTests {
         func relay() async throws -> (Child, String) {
             let (child, port) = try await PersistenceTests.start(
                 ready: "LinkRelay listening", "Listening to other instances' events",
-                environment: ["PROVE_CLIENT_ID": "sandbox-client", "PROVE_CLIENT_SECRET": "sandbox-secret"]
+                environment: [
+                    "PROVE_CLIENT_ID": "sandbox-client", "PROVE_CLIENT_SECRET": "sandbox-secret",
+                    "NEVIS_ACCESS_KEY": "sandbox-nevis-access-key",
+                ]
             ) { port in
                 [
                     "serve", "--drain-delay", "0", "--port", String(port), "--store", database, "--api-key",
                     TestRelay.apiKey,
                     "--prove", "http://127.0.0.1:\(sandbox.1)/sandbox/prove", "--limits", "off",
+                    "--nevis", "http://127.0.0.1:\(sandbox.1)/sandbox/nevis",
                 ]
             }
             return (child, "http://127.0.0.1:\(port)")
@@ -139,6 +143,42 @@ struct MultiInstanceTests {
         #expect(onB.state == onA.state)
         #expect(onB.events == onA.events)
         #expect(onB.events.map(\.type) == ["waiting", "tapped", "result"])
+    }
+
+    @Test("Nevis sessions created on A, approved in the app: B's WebSocket, SSE and long-poll get the result")
+    func nevisAcrossInstances() async throws {
+        let cluster = try await Self.start()
+        defer { cluster.stop() }
+        for transport in NevisSessionTests.Transport.allCases {
+            let created = try await NevisProcessTests.create(#"{"flow":"nevis","username":"dave"}"#, on: cluster.a.base)
+            var channel = created.channel
+            (channel.websocket, channel.events, channel.poll) = (
+                cluster.other(channel.websocket), cluster.other(channel.events), cluster.other(channel.poll)
+            )
+            // Approved first: the raw WebSocket client gives up after 10 s without a frame, and the answer
+            // reaches the channel at the relay's next question (a channel replays what came before it).
+            #expect(try await NevisApp.answer(link: try #require(created.approval.appLink), approve: true) == 200)
+            let received = try await NevisApp.events(channel, transport, origin: cluster.b.base).value
+            #expect(received.map(\.type) == ["waiting", "result"], "\(transport)")
+            #expect(received.last?.outcome == "verified")
+        }
+    }
+
+    @Test("A is killed (SIGKILL) while its Nevis session waits: B asks Nevis instead, and delivers the result")
+    func nevisInstanceKilled() async throws {
+        let cluster = try await Self.start()
+        defer { cluster.stop() }
+        let created = try await NevisProcessTests.create(#"{"flow":"nevis","username":"dave"}"#, on: cluster.a.base)
+        var channel = created.channel
+        channel.poll = cluster.other(channel.poll)
+        // Long-poll: B's answers come every 10 s at most, however long the take-over takes.
+        let events = NevisApp.events(channel, .longPoll)
+        await cluster.a.child.kill()
+        #expect(try await NevisApp.answer(link: try #require(created.approval.appLink), approve: true) == 200)
+        // B takes the questions over once A has been silent for `presumedGone` seconds.
+        let received = try await events.value
+        #expect(received.map(\.type) == ["waiting", "result"] && received.last?.outcome == "verified")
+        #expect(try await cluster.session(created.sessionId, on: cluster.b.base).state == "verified")
     }
 
     @Test("B's listen connection is cut while a session waits: the tap still reaches B's channel")
