@@ -175,7 +175,8 @@ enum NevisApp {
     }
 
     static func answer(base: String, token: String, approve: Bool) async throws -> Int {
-        let form = "token=" + (token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? token)
+        let form =
+            "token=" + (token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? token)
             + "&answer=" + (approve ? "approve" : "deny")
         return try await TestRelay.fetch(
             .POST, base + "/sandbox/nevis/app/answer",
