@@ -192,12 +192,12 @@ final class SessionService: Sendable {
         expiries.schedule(sessionID: id, at: expiresAt)
         if session.verificationPending { verifications.kick(id) }
         metrics.sessionCreated(tenant: tenant)
-        log.info(
-            "Session created",
-            metadata: [
-                "correlation": .string(flow.correlationId), "flow": .string(session.flow.rawValue), "hold": "\(hold)",
-                "tenant": .string(tenant),
-            ])
+        var metadata: Logger.Metadata = [
+            "flow": .string(session.flow.rawValue), "hold": "\(hold)", "tenant": .string(tenant),
+        ]
+        // Nevis's operation has no id a log may carry: its handle is a bearer secret.
+        if !flow.correlationId.isEmpty { metadata["correlation"] = .string(flow.correlationId) }
+        log.info("Session created", metadata: metadata)
         return session
     }
 
