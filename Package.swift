@@ -69,6 +69,7 @@ let package = Package(
         .target(
             name: "NevisSandbox",
             dependencies: [
+                "LinkRelaySupport",
                 "NevisAPI",
                 "ProveSandbox",
                 "QRCode",
@@ -209,6 +210,7 @@ let package = Package(
                 "LinkRelayCore",
                 "LinkRelaySupport",
                 "LinkRelayTestSupport",
+                "NevisSandbox",
                 "ProveAPI",
                 "ProveSandbox",
                 .product(name: "Crypto", package: "swift-crypto"),

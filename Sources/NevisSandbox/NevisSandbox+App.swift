@@ -1,4 +1,5 @@
 import Foundation
+import LinkRelaySupport
 import ProveSandbox
 
 /// The Access App page (`/sandbox/nevis/app`): it opens what the phone would be given (a link, the payload
@@ -254,20 +255,5 @@ extension NevisSandbox {
         table { border-collapse: collapse; font-size: .9rem; } td, th { padding: .2rem .5rem; text-align: left; }
         """
 
-    /// `text` safe in HTML text and in a quoted attribute.
-    static func escape(_ text: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.append(character)
-            }
-        }
-        return escaped
-    }
+    static func escape(_ text: String) -> String { HTML.escape(text) }
 }

@@ -150,20 +150,7 @@ extension NevisSandbox {
     }
 
     static func decodeFault(_ body: [UInt8]) throws(SandboxFaultError) -> NevisFault {
-        let text = String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard text.hasPrefix("{") else { return try NevisFault.parse(items: text) }
-        let fault: NevisFault
-        do {
-            fault = try JSONDecoder().decode(NevisFault.self, from: Data(body))
-        } catch DecodingError.dataCorrupted(let context) where !context.codingPath.isEmpty {
-            throw SandboxFaultError(context.debugDescription)
-        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
-            throw SandboxFaultError("\(context.codingPath.last?.stringValue ?? "the body") has the wrong type")
-        } catch {
-            throw SandboxFaultError("the body is neither a JSON fault nor fault items")
-        }
-        try fault.validate()
-        return fault
+        try NevisFault.decode(body)
     }
 }
 
@@ -201,3 +188,5 @@ extension SandboxReply {
         return .json(status, NevisErrorBody(status: status, error: reason, message: message))
     }
 }
+
+extension NevisFault: SandboxFaultBody {}

@@ -210,20 +210,7 @@ extension ProveSandbox {
     }
 
     static func decodeFault(_ body: [UInt8]) throws(SandboxFaultError) -> SandboxFault {
-        let text = String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard text.hasPrefix("{") else { return try SandboxFault.parse(items: text) }
-        let fault: SandboxFault
-        do {
-            fault = try JSONDecoder().decode(SandboxFault.self, from: Data(body))
-        } catch DecodingError.dataCorrupted(let context) where !context.codingPath.isEmpty {
-            throw SandboxFaultError(context.debugDescription)
-        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
-            throw SandboxFaultError("\(context.codingPath.last?.stringValue ?? "the body") has the wrong type")
-        } catch {
-            throw SandboxFaultError("the body is neither a JSON fault nor fault items")
-        }
-        try fault.validate()
-        return fault
+        try SandboxFault.decode(body)
     }
 }
 
@@ -260,3 +247,31 @@ extension SandboxReply {
         return .init(status: 200, contentType: "application/json", body: Array(text.utf8))
     }
 }
+
+/// A fault as a PUT's body gives it: JSON, or spec items (`latency=250ms,error=0.5`).
+public protocol SandboxFaultBody: Decodable {
+    static func parse(items text: String) throws(SandboxFaultError) -> Self
+    func validate() throws(SandboxFaultError)
+}
+
+extension SandboxFaultBody {
+    /// The fault a body names, checked; a clear error for anything else.
+    public static func decode(_ body: [UInt8]) throws(SandboxFaultError) -> Self {
+        let text = String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard text.hasPrefix("{") else { return try parse(items: text) }
+        let fault: Self
+        do {
+            fault = try JSONDecoder().decode(Self.self, from: Data(body))
+        } catch DecodingError.dataCorrupted(let context) where !context.codingPath.isEmpty {
+            throw SandboxFaultError(context.debugDescription)
+        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
+            throw SandboxFaultError("\(context.codingPath.last?.stringValue ?? "the body") has the wrong type")
+        } catch {
+            throw SandboxFaultError("the body is neither a JSON fault nor fault items")
+        }
+        try fault.validate()
+        return fault
+    }
+}
+
+extension SandboxFault: SandboxFaultBody {}

@@ -1,4 +1,5 @@
 import Foundation
+import LinkRelaySupport
 import NIOCore
 import NIOHTTP1
 
@@ -259,7 +260,7 @@ extension ErrorCode {
     }
 
     private static func html(_ text: String) -> String {
-        SVGChart.escape(text).split(separator: "`", omittingEmptySubsequences: false).enumerated().map { index, part in
+        HTML.escape(text).split(separator: "`", omittingEmptySubsequences: false).enumerated().map { index, part in
             index % 2 == 1 ? "<code>\(part)</code>" : String(part)
         }.joined()
     }

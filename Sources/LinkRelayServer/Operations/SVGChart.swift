@@ -1,4 +1,5 @@
 import Foundation
+import LinkRelaySupport
 
 /// The ops page's charts, written as SVG on the server: no script draws them and nothing is loaded for
 /// them. Colours are presentation attributes (`fill`), which the page's CSP allows where inline styles
@@ -143,18 +144,5 @@ enum SVGChart {
         return rounded == rounded.rounded() ? String(Int(rounded)) : String(rounded)
     }
 
-    static func escape(_ text: String) -> String {
-        var escaped = ""
-        for character in text {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.append(character)
-            }
-        }
-        return escaped
-    }
+    static func escape(_ text: String) -> String { HTML.escape(text) }
 }
