@@ -73,7 +73,8 @@ async def main():
     p.add_argument("--during", default="", help="a shell command run during the window")
     a = p.parse_args()
     headers = {"Authorization": f"Bearer {a.api_key}", "Content-Type": "application/json"}
-    connector = aiohttp.TCPConnector(limit=a.create_concurrency * 2)
+    # Unbounded: every watched desktop holds its WebSocket for the whole run.
+    connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
 
         async def create(body):
