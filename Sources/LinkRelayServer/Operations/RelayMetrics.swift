@@ -17,8 +17,10 @@ public final class RelayMetrics: ProveCallObserver {
     /// By outcome and tenant (`outcome tenant`), made at first use.
     private let outcomes = Locked<[String: Counter]>([:])
     private let openChannels: [ChannelTransport: Gauge]
-    private let proveCalls = ProviderCalls(provider: "prove", name: "Prove")
-    private let nevisCalls = ProviderCalls(provider: "nevis", name: "Nevis")
+    private let proveCalls = ProviderCalls(
+        calls: "linkrelay_prove_calls_total", durations: "linkrelay_prove_call_duration_seconds", name: "Prove")
+    private let nevisCalls = ProviderCalls(
+        calls: "linkrelay_nevis_calls_total", durations: "linkrelay_nevis_call_duration_seconds", name: "Nevis")
     private let breakerOpen: Gauge
     private let breakerRefusals: Counter
     private let nevisBreakerOpen: Gauge
@@ -349,17 +351,22 @@ public final class RelayMetrics: ProveCallObserver {
     }
 }
 
-/// A provider's calls by endpoint and status, and their latency by endpoint
-/// (`linkrelay_{provider}_calls_total`, `linkrelay_{provider}_call_duration_seconds`), made at first use.
+/// A provider's calls by endpoint and status, and their latency by endpoint, made at first use. The
+/// metrics' names are spelled out whole where they are made, so that scripts/check-dashboard.py finds
+/// every name the dashboard and the alert rules read in the sources.
 private struct ProviderCalls: Sendable {
-    let provider: String
+    /// `linkrelay_{provider}_calls_total`.
+    let calls: String
+    /// `linkrelay_{provider}_call_duration_seconds`.
+    let durations: String
     /// As help texts name it.
     let name: String
     private let counters = Locked<[String: Counter]>([:])
     private let histograms = Locked<[String: DurationHistogram]>([:])
 
-    init(provider: String, name: String) {
-        self.provider = provider
+    init(calls: String, durations: String, name: String) {
+        self.calls = calls
+        self.durations = durations
         self.name = name
     }
 
@@ -369,7 +376,7 @@ private struct ProviderCalls: Sendable {
             if let counter = counters[key] { return counter }
             let counter = registry.makeCounter(
                 descriptor: .init(
-                    metricName: "linkrelay_\(provider)_calls_total", unitName: "",
+                    metricName: calls, unitName: "",
                     helpText: "Calls to \(name), by endpoint and HTTP status (or timeout/error)"),
                 labels: [("endpoint", endpoint), ("status", status)])
             counters[key] = counter
@@ -380,7 +387,7 @@ private struct ProviderCalls: Sendable {
             if let histogram = histograms[endpoint] { return histogram }
             let histogram = registry.makeDurationHistogram(
                 descriptor: .init(
-                    metricName: "linkrelay_\(provider)_call_duration_seconds", unitName: "",
+                    metricName: durations, unitName: "",
                     helpText: "Latency of calls to \(name), by endpoint"), labels: [("endpoint", endpoint)],
                 buckets: ProveMinute.bucketBounds.map { .microseconds(Int64(($0 * 1_000_000).rounded())) })
             histograms[endpoint] = histogram
