@@ -47,6 +47,7 @@ public final class RelayMetrics: ProveCallObserver {
     private let openConnections: Gauge
     private let maxConnections: Gauge
     private let inProgress: [SessionState: [Gauge]]
+    private let nevisOpen: [Gauge]
     /// The last hour, minute by minute, for the ops page.
     let recent: RecentActivity
     /// What the gauges say, readable (Prometheus's gauges are write-only): for the ops page.
@@ -89,6 +90,14 @@ public final class RelayMetrics: ProveCallObserver {
             }
         }
         self.inProgress = inProgress
+        nevisOpen = LiveSessions.ageBuckets.map { bucket in
+            registry.makeGauge(
+                descriptor: .init(
+                    metricName: "linkrelay_nevis_operations_open", unitName: "",
+                    helpText:
+                        "Nevis sessions waiting or tapped (operations the relay asks Nevis about), by the age of their hold, as the store counted them at the last scrape (with PostgreSQL every instance's: take the max, not the sum)"
+                ), labels: [("age", bucket.metric)])
+        }
         expirations = registry.makeCounter(
             descriptor: .init(
                 metricName: "linkrelay_expirations_total", unitName: "",
@@ -202,7 +211,10 @@ public final class RelayMetrics: ProveCallObserver {
     }
 
     func nevisBreakerChanged(open: Bool) { nevisBreakerOpen.set(Int64(open ? 1 : 0)) }
-    func nevisBreakerRefused() { nevisBreakerRefusals.increment() }
+    func nevisBreakerRefused() {
+        nevisBreakerRefusals.increment()
+        recent.nevisBreakerRefused()
+    }
 
     /// Every answer the relay writes (`ResponseWriter.head`): `route` is the route table's pattern of
     /// the request's line, or `unmatched`.
@@ -338,16 +350,25 @@ public final class RelayMetrics: ProveCallObserver {
         }
     }
 
+    /// The store's count of open Nevis operations, in `LiveSessions.ageBuckets` order.
+    func nevisOperationsOpen(_ buckets: [Int]) {
+        for (gauge, count) in zip(nevisOpen, buckets) { gauge.set(Int64(count)) }
+    }
+
     public func proveCall(endpoint: String, status: String, duration: Duration) {
         proveCalls.record(endpoint: endpoint, status: status, duration: duration, in: registry)
         recent.proveCall(
-            endpoint: endpoint, failed: !status.hasPrefix("2"),
-            seconds: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+            endpoint: endpoint, failed: !status.hasPrefix("2"), seconds: Self.seconds(duration))
     }
 
     /// Every attempt of a call to Nevis: `endpoint` is `approval`, `status`, `dispatch` or `fido-status`.
     func nevisCall(endpoint: String, status: String, duration: Duration) {
         nevisCalls.record(endpoint: endpoint, status: status, duration: duration, in: registry)
+        recent.nevisCall(endpoint: endpoint, status: status, seconds: Self.seconds(duration))
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }
 
