@@ -9,6 +9,8 @@ import subprocess
 
 from playwright.sync_api import expect
 
+from conftest import SCREENSHOTS
+
 MESSAGE = "Pay CHF 12.00 to Example Shop?"
 
 
@@ -38,7 +40,7 @@ def scan(image, directory):
 
 
 def test_nevis_desktop_shows_the_qr_code_phone_scans_and_approves_desktop_shows_verified(
-        relay, context, screenshot, tmp_path):
+        relay, context, new_context, screenshot, tmp_path):
     desktop = context.new_page()
     desktop.goto(relay.url("/?flow=nevis"))
     screenshot(desktop, "nevis-home")
@@ -72,6 +74,19 @@ def test_nevis_desktop_shows_the_qr_code_phone_scans_and_approves_desktop_shows_
     payload = link.split("dispatchTokenResponse=", 1)[1]
     for secret in (link, payload, MESSAGE):
         assert secret not in relay.log(), f"the relay's log contains {secret[:24]}…"
+
+    # The operators' page counts the approval and the status questions, and shows none of it.
+    ops = new_context(http_credentials={"username": "ops", "password": relay.api_key},
+                      viewport={"width": 1100, "height": 900}).new_page()
+    ops.goto(relay.url("/ops"))
+    section = ops.locator("#nevis")
+    expect(section.get_by_role("heading", name=re.compile("^Nevis"))).to_be_visible()
+    expect(section.locator("td").first).to_have_text("approval")
+    expect(section.locator("tr", has_text="status").locator("td").nth(4)).to_have_text("0")  # no error
+    expect(ops.locator("#status-nevis")).to_have_attribute("data-level", "ok")
+    assert link not in ops.content() and MESSAGE not in ops.content()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    section.screenshot(path=str(SCREENSHOTS / "nevis-ops.png"))
 
 
 def test_nevis_push_denied_in_the_access_app_the_wait_page_links(relay, context, screenshot):

@@ -494,7 +494,7 @@ final class OpsPage: Sendable {
         func seconds(_ value: Double?) -> String { value.map { Self.duration($0) } ?? "–" }
         if !endpoints.isEmpty {
             section.table = OpsSection.Table(
-                columns: ["Endpoint", "Calls", "2xx", "4xx", "5xx, 429, timeout", "Error rate", "p50", "p99"],
+                columns: ["Endpoint", "Calls", "2xx", "4xx", "5xx, 429, timeout, error", "Error rate", "p50", "p99"],
                 rows: endpoints.map { endpoint in
                     let calls: RecentActivity.NevisMinute = activity.nevis[endpoint, default: []].sum()
                     let rate = calls.calls.calls > 0 ? Double(calls.calls.errors) / Double(calls.calls.calls) : nil
