@@ -1,5 +1,6 @@
 // The desktop side of the demo, on the relay's browser client (/v1/client.js): wait on the session's
-// channel, show what happens, and stand in for Prove's Web SDK.
+// channel, show what happens, and stand in for Prove's Web SDK. The Nevis tab's page waits the same way
+// and, once the result came, shows it with the user Nevis named (its server-side result form).
 "use strict";
 (function () {
   const root = document.getElementById("session");
@@ -11,6 +12,7 @@
   const list = document.getElementById("events");
   const expiresAt = Date.parse(data.expiresAt);
   const next = document.getElementById("prefill-next");
+  const nevisResult = document.getElementById("nevis-result");
   let done = false;
   let timer = null;
 
@@ -23,10 +25,18 @@
     expired: ["The link expired before it was tapped", "expired", "Link expired"],
     cancelled: ["Cancelled", "cancelled", "Cancelled"],
   };
+  if (data.flow === "nevis") {
+    Object.assign(words, {
+      tapped: ["The Access App has the request. Waiting for the answer…", "", null],
+      verified: ["Verified ✓", "verified", "Approved"],
+      failed: ["Not verified", "failed", "Not approved"],
+      expired: ["The request expired before it was answered", "expired", "Request expired"],
+    });
+  }
   const hide = (id) => { const element = document.getElementById(id); if (element) element.hidden = true; };
 
-  // Once the session has ended, the page stops asking for a tap: no instructions, no countdown, no
-  // resend, finish or number change (each would only be refused now).
+  // Once the session has ended, the page stops asking for a tap: no instructions (nor QR code), no
+  // countdown, no resend, finish or number change (each would only be refused now).
   function ended(heading) {
     done = true;
     clearTimeout(timer);
@@ -62,6 +72,12 @@
     },
     onResult(outcome) {
       say(outcome, true);
+      // Nevis: the result page names the user Nevis reported (a usernameless operation's only now).
+      if (nevisResult) {
+        status.textContent += " Getting the result…";
+        nevisResult.submit();
+        return;
+      }
       // Pre-Fill: the customer's details come next, from the demo's own server-side form.
       if (!next) return;
       if (outcome === "verified") {

@@ -177,7 +177,7 @@ public func buildLinkRelay(
             metadata: ["from": .string(from.rawValue), "to": .string(to.rawValue)])
     }
 
-    let nevis = try nevisClient(
+    let (nevis, nevisBreaker) = try nevisClient(
         configuration, sandbox: nevisSandbox.map { ($0, loopback + "/nevis") }, httpClient: httpClient, retry: retry,
         clock: clock, metrics: metrics, logger: logger)
 
@@ -245,7 +245,7 @@ public func buildLinkRelay(
         operations: operations,
         opsPage: OpsPage(
             metrics: metrics, live: liveSessions, sharedStore: postgres != nil, breaker: breaker,
-            webhooks: webhookSender, pages: pages, clock: clock, operations: operations),
+            nevisBreaker: nevisBreaker, webhooks: webhookSender, pages: pages, clock: clock, operations: operations),
         pages: pages,
         demo: sandbox.map {
             DemoController(
@@ -332,22 +332,22 @@ public func buildLinkRelay(
         running: running, backups: backups, metricsRoutes: configuration.metricsListen == nil ? nil : metricsRoutes)
 }
 
-/// The Nevis client `--nevis` names, behind its own circuit breaker; nil without `--nevis`.
+/// The Nevis client `--nevis` names, behind its own circuit breaker (for the ops page too); nil without `--nevis`.
 private func nevisClient(
     _ configuration: RelayConfiguration, sandbox: (NevisSandbox, loopback: String)?, httpClient: HTTPClient,
     retry: RetryPolicy, clock: any RelayClock, metrics: RelayMetrics, logger: Logger
-) throws -> (any NevisClient)? {
+) throws -> (client: (any NevisClient)?, breaker: CircuitBreaker?) {
     let observe: NevisCallObserver = { metrics.nevisCall(endpoint: $0, status: $1, duration: $2) }
     let drawQR: NevisQRDrawer = { link in try? QRCode(Array(link.utf8)).pngDataURI() }
     let client: any NevisClient
     switch (configuration.nevis, sandbox) {
-    case (nil, _): return nil
+    case (nil, _): return (nil, nil)
     case (.sandbox, let (embedded, loopback)?):
         let overHTTP = try AuthCloudClient(
             baseURL: loopback, accessKey: NevisSandbox.accessKey, httpClient: httpClient, retry: retry,
             observe: observe, logger: logger, drawQR: drawQR)
         client = SandboxNevisClient(sandbox: embedded, overHTTP: overHTTP, observer: observe, logger: logger)
-    case (.sandbox, nil): return nil
+    case (.sandbox, nil): return (nil, nil)
     case (.remote(let backend, let secret), _):
         client = try makeNevisClient(
             backend: backend, accessKey: secret, fidoToken: secret, httpClient: httpClient, retry: retry,
@@ -361,6 +361,7 @@ private func nevisClient(
             "Circuit breaker around Nevis changed",
             metadata: ["from": .string(from.rawValue), "to": .string(to.rawValue)])
     }
-    return BreakerNevisClient(
+    let guarded = BreakerNevisClient(
         wrapped: client, breaker: breaker, clock: clock, refused: { metrics.nevisBreakerRefused() })
+    return (guarded, breaker)
 }

@@ -404,31 +404,41 @@ struct OpsPageTests {
         }
     }
 
-    @Test("The stores count live sessions by state and age bin as the tally of their sessions does")
+    @Test("The stores count live sessions by flow, state and age bin as the tally of their sessions does")
     func liveSessionCounts() async throws {
         let now = Date()
         var sessions: [Session] = []
-        for (index, (age, tapped)) in [
-            (5.0, false), (29.0, true), (31.0, false), (95.0, false), (95.0, true), (400.0, false),
+        for (index, (age, tapped, flow)) in [
+            (5.0, false, Flow.unify), (29.0, true, .unify), (31.0, false, .unify), (95.0, false, .unify),
+            (95.0, true, .unify), (400.0, false, .unify), (10.0, false, .nevis), (20.0, false, .nevis),
+            (40.0, true, .nevis), (400.0, false, .nevis), (50.0, false, .prefill),
         ]
         .enumerated() {
             var session = SQLiteStoreTests.session(index)
             session.createdAt = now.addingTimeInterval(-age)
+            if flow == .nevis { session.nevis = NevisOperation(handle: "handle-\(index)", channel: "app") }
+            if flow == .prefill { session.prefill = PrefillProgress(next: ["v3-validate": "/v3/validate"]) }
             if tapped { session.record(.tapped(asc: true), at: now) }
             sessions.append(session)
         }
         var ended = SQLiteStoreTests.session(99)
+        ended.nevis = NevisOperation(handle: "handle-99", channel: "push")
         ended.record(.expired, at: now)
         sessions.append(ended)
-        let expected = LiveSessionCount.tally(sessions.map { ($0.state, $0.createdAt) }, at: now)
-        #expect(expected.reduce(0) { $0 + $1.count } == 6, "the ended one is not live")
+        let expected = LiveSessionCount.tally(sessions.map { ($0.flow, $0.state, $0.createdAt) }, at: now)
+        #expect(expected.reduce(0) { $0 + $1.count } == 11, "the ended one is not live")
         func sorted(_ counts: [LiveSessionCount]) -> [String] {
-            counts.map { "\($0.state.rawValue) \($0.ageBin) \($0.count)" }.sorted()
+            counts.map { "\($0.flow.rawValue) \($0.state.rawValue) \($0.ageBin) \($0.count)" }.sorted()
         }
         #expect(
             sorted(expected) == [
-                "tapped 0 1", "tapped 3 1", "waiting 0 1", "waiting 1 1", "waiting 13 1", "waiting 3 1",
+                "nevis tapped 1 1", "nevis waiting 0 2", "nevis waiting 13 1", "prefill waiting 1 1",
+                "unify tapped 0 1", "unify tapped 3 1", "unify waiting 0 1", "unify waiting 1 1",
+                "unify waiting 13 1", "unify waiting 3 1",
             ])
+        // What the ops page and linkrelay_nevis_operations_open show: the Nevis operations alone, by age.
+        #expect(LiveSessions.buckets(expected, flow: .nevis) == [2, 1, 0, 0, 0, 1])
+        #expect(LiveSessions.buckets(expected, .waiting) == [3, 2, 1, 0, 0, 2], "every flow's")
 
         let directory = try SQLiteStoreTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -59,8 +59,25 @@ struct OpsStatusTests {
                 == [AlertThresholds.serverErrorRatio, Double(AlertThresholds.serverErrorMinimumAnswers)])
         #expect(
             Self.windows("LinkRelayServerErrorRatioHigh").allSatisfy { $0 == AlertThresholds.serverErrorWindowMinutes })
+        #expect(Self.comparisons("LinkRelayNevisErrorRateHigh") == [AlertThresholds.nevisErrorRate])
+        #expect(
+            Self.windows("LinkRelayNevisErrorRateHigh")
+                == [AlertThresholds.nevisErrorWindowMinutes, AlertThresholds.nevisErrorWindowMinutes])
+        #expect(Self.comparisons("LinkRelayNevisBreakerOpen") == [1])
         // The latency alert's bound is a bucket bound, so the rule decides at an exact edge.
         #expect(ProveMinute.bucketBounds.contains(AlertThresholds.proveSlowSeconds))
+    }
+
+    @Test("The page counts as Nevis errors exactly the statuses the Nevis alert rule counts")
+    func nevisErrorsAreTheRules() throws {
+        let expression = try #require(Self.expression("LinkRelayNevisErrorRateHigh"))
+        let matcher = try #require(expression.firstMatch(of: /status=~"([^"]+)"/)).output.1
+        let rule = try Regex("^(?:" + matcher + ")$")
+        for status in ["200", "201", "204", "400", "401", "404", "409", "429", "500", "502", "503", "timeout", "error"]
+        {
+            let counted = RecentActivity.NevisAnswer(status: status) == .failed
+            #expect(counted == (status.wholeMatch(of: rule) != nil), "\(status)")
+        }
     }
 
     // MARK: - the strip

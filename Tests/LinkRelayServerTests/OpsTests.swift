@@ -227,7 +227,7 @@ struct OpsTests {
     }
 
     static let htmlPages = [
-        "/", "/sandbox/phone?phoneNumber=2001004014",
+        "/", "/?flow=nevis", "/sandbox/phone?phoneNumber=2001004014",
         "/l/\(String(repeating: "A", count: 32))?asc=true&authId=3f2504e0-4f89-41d3-9a0c-0305e82c3301",
         "/l/short?asc=true&authId=3f2504e0-4f89-41d3-9a0c-0305e82c3301", "/l/whatever?asc=maybe",
     ]

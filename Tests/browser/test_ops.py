@@ -167,15 +167,16 @@ def test_ops_page_renders_counts_and_refreshes_in_place(relay, browser):
         assert "default-src 'none'" in answer.headers["content-security-policy"]
 
         # The status strip first, all green; webhooks are off.
-        for box in ["store", "breaker", "prove-errors", "answers", "drain"]:
+        for box in ["store", "breaker", "prove-errors", "nevis", "answers", "drain"]:
             expect(page.locator(f"#status-{box}")).to_have_attribute("data-level", "ok")
         expect(page.locator("#status-webhooks")).to_have_attribute("data-level", "off")
         # Every section, its charts drawn as SVG with bars in them.
-        for section in ["channels", "sessions", "activity", "prove", "breaker", "answers", "webhooks"]:
+        for section in ["channels", "sessions", "activity", "prove", "breaker", "nevis", "answers", "webhooks"]:
             expect(page.locator(f"#{section} h2")).to_be_visible()
         charts = page.locator("figure.chart svg")
-        # channels, holds by age, taps, outcomes, Prove, breaker refusals, answers (webhooks are off)
-        assert charts.count() == 7
+        # channels, holds by age, taps, outcomes, Prove, breaker refusals, Nevis's calls, status questions
+        # and open operations (the embedded sandbox is Nevis too), answers (webhooks are off)
+        assert charts.count() == 10
         for index in range(charts.count()):
             box = charts.nth(index).bounding_box()
             assert box and box["width"] > 300 and box["height"] > 50, f"chart {index} is drawn"

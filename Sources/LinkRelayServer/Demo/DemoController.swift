@@ -6,7 +6,9 @@ import ProveSandbox
 
 /// The sandbox demo: `/` starts a session for a sandbox phone number and shows the desktop waiting;
 /// `/sandbox/phone` is the simulated phone's inbox. Its Pre-Fill tab then takes the customer through
-/// Prove's challenge and complete on the desktop page. Mounted only with `--prove sandbox`.
+/// Prove's challenge and complete on the desktop page; its Nevis tab (`DemoController+Nevis.swift`)
+/// starts an out-of-band approval answered on the Nevis sandbox's Access App page. Mounted only with
+/// `--prove sandbox`.
 final class DemoController: Sendable {
     let service: SessionService
     let sandbox: ProveSandbox
@@ -35,11 +37,13 @@ final class DemoController: Sendable {
     /// The sandbox's Pre-Fill user whose flow waits for a tap: Marcia Longo.
     static let prefillUser = "2001001693"
 
-    /// `GET /`, the Unify tab; `GET /?flow=prefill`, the Pre-Fill tab.
+    /// `GET /`, the Unify tab; `GET /?flow=prefill`, the Pre-Fill tab; `GET /?flow=nevis`, the Nevis tab.
     func home(_ request: RelayRequest) throws -> Reply {
-        if try request.queryItem("flow") == Flow.prefill.rawValue {
+        let flow = try request.queryItem("flow")
+        if flow == Flow.prefill.rawValue {
             return .now(pages.page("demo", ["prefill": true, "phoneNumber": Self.prefillUser]))
         }
+        if flow == Flow.nevis.rawValue { return .now(nevisHome()) }
         return .now(pages.page("demo", ["phoneNumber": "2001004014"]))
     }
 
@@ -127,7 +131,7 @@ final class DemoController: Sendable {
     }
 
     /// Creates a session from the API's own fields, checked as `POST /v1/sessions` checks its body.
-    private func create(_ fields: [String: String]) async throws -> Session {
+    func create(_ fields: [String: String]) async throws -> Session {
         let input = try CreateSessionRequest.validate(
             RelayJSON.encode(fields), maximumHold: RelayConfiguration.maximumHold
         ).get()
@@ -229,7 +233,7 @@ final class DemoController: Sendable {
     /// friendly page) before anything is read or changed, as the confirm form's is. In sandbox mode the
     /// Pre-Fill steps show a person's details to whoever holds the channel token, so a page elsewhere
     /// that learned one must not be able to ask.
-    private func form(_ request: RelayRequest) throws(Problem) -> Substring {
+    func form(_ request: RelayRequest) throws(Problem) -> Substring {
         if request.isPostedFromAnotherOrigin(than: publicOrigin) {
             securityEvents.record(.demoOrigin)
             throw Problem.forbidden("The demo's forms are posted from the relay's own pages only.")
@@ -243,25 +247,26 @@ final class DemoController: Sendable {
     }
 
     /// A form field without surrounding spaces; nil when absent or empty; 400 when given twice.
-    private static func field(_ name: String, in form: Substring) throws(Problem) -> String? {
+    static func field(_ name: String, in form: Substring) throws(Problem) -> String? {
         let value = try FormFields.value(name, in: form, what: "form field")?.trimmingCharacters(in: .whitespaces)
         return value?.isEmpty == false ? value : nil
     }
 
     /// The problem the API would answer; an error the relay does not raise on purpose goes on (a 500 page).
-    private static func problem(_ error: any Error) throws -> Problem {
+    static func problem(_ error: any Error) throws -> Problem {
         guard let problem = ErrorMapping.knownProblem(error) else { throw error }
         return problem
     }
 
     /// What went wrong, in the words of the API's answer, each invalid field by its label on the form.
-    private static func message(_ problem: Problem) -> String {
+    static func message(_ problem: Problem) -> String {
         guard !problem.errors.isEmpty else { return problem.detail }
         return problem.errors.map { (labels[$0.field] ?? $0.field) + " " + $0.message }.joined(separator: "; ")
     }
 
     private static let labels = [
-        "phoneNumber": "Phone number", "dob": "Date of birth", "ssn": "SSN", "individual.firstName": "First name",
+        "phoneNumber": "Phone number", "dob": "Date of birth", "username": "User", "message": "Message",
+        "channel": "Channel", "ssn": "SSN", "individual.firstName": "First name",
         "individual.lastName": "Last name", "individual.dob": "Date of birth",
         "individual.addresses[0].address": "Address", "individual.addresses[0].extendedAddress": "Apartment or suite",
         "individual.addresses[0].city": "City", "individual.addresses[0].region": "State",

@@ -98,6 +98,8 @@ struct Routes: Sendable {
                 Route(
                     .POST, "/demo/prefill/complete", .person, body: DemoController.maximumConfirmFormSize,
                     demo.prefillComplete),
+                Route(.POST, "/demo/nevis", .person, body: demoForm, demo.startNevis),
+                Route(.POST, "/demo/nevis/result", .person, body: demoForm, demo.nevisResult),
                 Route(.GET, "/sandbox/phone", .person, demo.phone),
                 Route(.POST, "/demo/resend", .person, body: demoForm, demo.resend),
                 Route(.POST, "/demo/change-number", .person, body: demoForm, demo.changeNumber),

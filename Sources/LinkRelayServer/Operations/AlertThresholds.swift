@@ -11,6 +11,9 @@ enum AlertThresholds {
     /// `LinkRelayProveSlow`: an endpoint's 99th percentile, in seconds.
     static let proveSlowQuantile = 0.99
     static let proveSlowSeconds = 2.0
+    /// `LinkRelayNevisErrorRateHigh`: an endpoint's share of 5xx, 429, timeouts and errors over 5 minutes.
+    static let nevisErrorRate = 0.05
+    static let nevisErrorWindowMinutes = 5
     /// `LinkRelayWebhookBacklog`: the oldest pending message's age, in seconds.
     static let webhookOldestPendingSeconds = 900.0
     /// `LinkRelayWebhookQueueDeep`: messages pending.

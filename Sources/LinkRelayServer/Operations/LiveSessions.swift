@@ -2,10 +2,10 @@ import Foundation
 import LinkRelayCore
 import LinkRelaySupport
 
-/// The sessions in progress, by state and age of their hold, as the store counts them (with
+/// The sessions in progress, by flow, state and age of their hold, as the store counts them (with
 /// PostgreSQL: every instance's). The ops page and `/metrics` ask here: the store is asked at most
 /// once every `cacheSeconds`, however many pages and scrapes come, and each count also sets
-/// `linkrelay_sessions_in_progress`.
+/// `linkrelay_sessions_in_progress` and `linkrelay_nevis_operations_open`.
 final class LiveSessions: Sendable {
     /// The age buckets the page and the metric show, as bins of `LiveSessionCount.binSeconds`: the
     /// page's words and the metric's `age` label.
@@ -34,19 +34,24 @@ final class LiveSessions: Sendable {
         }
         let counts = try await store.liveSessionCounts(at: now)
         cache.withLock { $0 = (now, counts) }
-        metrics.sessionsInProgress(Self.buckets(counts))
+        metrics.sessionsInProgress(Self.byState(counts))
+        metrics.nevisOperationsOpen(Self.buckets(counts, flow: .nevis))
         return counts
     }
 
-    /// How many sessions in `state` the counts hold in each of `ageBuckets`, in order.
-    static func buckets(_ counts: [LiveSessionCount], _ state: SessionState) -> [Int] {
+    /// How many sessions in `state` (either live state when nil) of `flow` (any when nil) the counts hold
+    /// in each of `ageBuckets`, in order.
+    static func buckets(_ counts: [LiveSessionCount], _ state: SessionState? = nil, flow: Flow? = nil) -> [Int] {
         ageBuckets.map { bucket in
-            counts.filter { $0.state == state && bucket.bins.contains($0.ageBin) }.reduce(0) { $0 + $1.count }
+            counts.filter {
+                (state == nil || $0.state == state) && (flow == nil || $0.flow == flow)
+                    && bucket.bins.contains($0.ageBin)
+            }.reduce(0) { $0 + $1.count }
         }
     }
 
-    /// Both states' buckets, for the metric.
-    static func buckets(_ counts: [LiveSessionCount]) -> [SessionState: [Int]] {
+    /// Both states' buckets, every flow's, for the metric.
+    static func byState(_ counts: [LiveSessionCount]) -> [SessionState: [Int]] {
         [.waiting: buckets(counts, .waiting), .tapped: buckets(counts, .tapped)]
     }
 }

@@ -68,8 +68,9 @@ extension Sequence {
     }
 }
 
-/// One Prove endpoint's calls in a minute: how many, how many failed, and their latencies in the
-/// buckets of `linkrelay_prove_call_duration_seconds`, from which quantiles are estimated as
+/// One Prove endpoint's calls in a minute (or a Nevis endpoint's, in `RecentActivity.NevisMinute`): how
+/// many, how many failed, and their latencies in the buckets of `linkrelay_prove_call_duration_seconds`
+/// (and `linkrelay_nevis_call_duration_seconds`), from which quantiles are estimated as
 /// Prometheus's `histogram_quantile` does.
 struct ProveMinute: MinuteTotal {
     /// Upper bounds in seconds; one more bucket above the last holds everything slower. Fine where the

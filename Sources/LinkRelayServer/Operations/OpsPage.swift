@@ -7,8 +7,8 @@ import NIOHTTP1
 /// `GET /ops` (API.md v1.1): the operators' live page, behind HTTP Basic with an API key as the password
 /// (any user name). Aggregates only: no session id, phone number, token or key appears on it.
 ///
-/// At its top a status strip (`OpsStatus`): the store, the breaker, Prove's error rate, the relay's 5xx,
-/// the webhook receivers and the drain, each green, amber or red by the alert rules' own numbers
+/// At its top a status strip (`OpsStatus`): the store, the breaker, Prove's error rate, Nevis (with
+/// `--nevis`), the relay's 5xx, the webhook receivers and the drain, each green, amber or red by the alert rules' own numbers
 /// (`AlertThresholds`). Below, a list of sections (`OpsSection`), each from one source and each saying
 /// whose figures it shows: this instance's (channels, the last hour, Prove, the breaker, webhook attempts), or the
 /// store's, which with PostgreSQL are every instance's (live sessions, the webhook backlog). The page
@@ -20,6 +20,8 @@ final class OpsPage: Sendable {
     /// True with PostgreSQL: the store is shared by every instance.
     let sharedStore: Bool
     let breaker: CircuitBreaker
+    /// The breaker around Nevis; nil without `--nevis`, and then the page shows nothing of Nevis.
+    let nevisBreaker: CircuitBreaker?
     let webhooks: WebhookSender?
     let pages: Pages
     let clock: any RelayClock
@@ -32,12 +34,14 @@ final class OpsPage: Sendable {
 
     init(
         metrics: RelayMetrics, live: LiveSessions, sharedStore: Bool, breaker: CircuitBreaker,
-        webhooks: WebhookSender?, pages: Pages, clock: any RelayClock, operations: OpsController
+        nevisBreaker: CircuitBreaker? = nil, webhooks: WebhookSender?, pages: Pages, clock: any RelayClock,
+        operations: OpsController
     ) {
         self.metrics = metrics
         self.live = live
         self.sharedStore = sharedStore
         self.breaker = breaker
+        self.nevisBreaker = nevisBreaker
         self.webhooks = webhooks
         self.pages = pages
         self.clock = clock
@@ -75,16 +79,26 @@ final class OpsPage: Sendable {
         return String(text[text.index(after: colon)...])
     }
 
-    /// The page's sections, in order. A section is one source's figures: add one here.
+    /// The page's sections, in order. A section is one source's figures: add one here. The store is
+    /// asked once for the live sessions, which two sections show.
     func sections() async -> [OpsSection] {
         let activity = metrics.recent.snapshot()
         let current = metrics.current
-        return [
+        let counts: [LiveSessionCount]?
+        do {
+            counts = try await live.counts()
+        } catch {
+            counts = nil
+        }
+        var sections = [
             channels(current),
-            await liveSessions(),
+            liveSessions(counts),
             lastHour(activity),
             prove(activity),
             circuitBreaker(activity),
+        ]
+        if let nevisBreaker { sections.append(nevis(activity, counts, breaker: nevisBreaker)) }
+        return sections + [
             answers(activity),
             webhookQueue(activity, current),
             prefill(activity),
@@ -101,10 +115,11 @@ final class OpsPage: Sendable {
             await storeStatus(),
             breakerStatus(activity),
             proveErrorStatus(activity),
+            nevisBreaker.map { nevisStatus(activity, breaker: $0) },
             answersStatus(activity),
             webhookStatus(activity, metrics.current),
             drainStatus(),
-        ]
+        ].compactMap { $0 }
     }
 
     func storeStatus() async -> OpsStatus {
@@ -134,7 +149,8 @@ final class OpsPage: Sendable {
     }
 
     /// When an open breaker lets its probe through: "in 8.0 s", or "with the next call" once its time is up.
-    private func nextProbe() -> String {
+    private func nextProbe(_ breaker: CircuitBreaker? = nil) -> String {
+        let breaker = breaker ?? self.breaker
         guard let until = breaker.openUntil, until > clock.now() else { return "with the next call" }
         return "in " + Self.duration(until.timeIntervalSince(clock.now()))
     }
@@ -161,6 +177,41 @@ final class OpsPage: Sendable {
             id: "prove-errors", label: "Prove error rate", value: Self.percent(rate),
             detail: "\(endpoint): \(calls.errors) of \(calls.calls) calls failed in the last \(window) min; "
                 + "alert above \(Self.percent(threshold))",
+            level: level)
+    }
+
+    /// Nevis at a glance: the worst endpoint's share of errors (5xx, 429, timeouts, transport errors) over
+    /// `LinkRelayNevisErrorRateHigh`'s window, and the breaker, whose opening `LinkRelayNevisBreakerOpen`
+    /// reports: red where either rule would fire.
+    func nevisStatus(_ activity: RecentActivity.Snapshot, breaker: CircuitBreaker) -> OpsStatus {
+        let window = AlertThresholds.nevisErrorWindowMinutes
+        let threshold = AlertThresholds.nevisErrorRate
+        var worst: (endpoint: String, calls: ProveMinute, rate: Double)?
+        for endpoint in activity.nevis.keys.sorted() {
+            let recent: RecentActivity.NevisMinute = activity.nevis[endpoint, default: []].suffix(window).sum()
+            guard recent.calls.calls > 0 else { continue }
+            let rate = Double(recent.calls.errors) / Double(recent.calls.calls)
+            if rate > worst?.rate ?? -1 { worst = (endpoint, recent.calls, rate) }
+        }
+        let breakerWords =
+            switch breaker.state {
+            case .closed: "breaker closed"
+            case .open: "breaker open: calls refused (503), a probe goes \(nextProbe(breaker))"
+            case .halfOpen: "breaker half-open: one probe is trying Nevis"
+            }
+        guard let (endpoint, calls, rate) = worst else {
+            return OpsStatus(
+                id: "nevis", label: "Nevis error rate", value: "–",
+                detail: "no call in the last \(window) min; \(breakerWords)",
+                level: breaker.state == .open ? .bad : breaker.state == .halfOpen ? .warn : .ok)
+        }
+        let level: OpsStatus.Level =
+            rate > threshold || breaker.state == .open
+            ? .bad : calls.errors > 0 || breaker.state == .halfOpen ? .warn : .ok
+        return OpsStatus(
+            id: "nevis", label: "Nevis error rate", value: Self.percent(rate),
+            detail: "\(endpoint): \(calls.errors) of \(calls.calls) calls failed in the last \(window) min; "
+                + "alert above \(Self.percent(threshold)); \(breakerWords)",
             level: level)
     }
 
@@ -245,14 +296,11 @@ final class OpsPage: Sendable {
         return section
     }
 
-    func liveSessions() async -> OpsSection {
+    func liveSessions(_ counts: [LiveSessionCount]?) -> OpsSection {
         var section = OpsSection(
             id: "sessions", title: "Sessions in progress",
             scope: sharedStore ? "all instances (from the store)" : "this instance (from the store)")
-        let counts: [LiveSessionCount]
-        do {
-            counts = try await live.counts()
-        } catch {
+        guard let counts else {
             section.note = "The store did not answer: the sessions in progress are unknown right now."
             return section
         }
@@ -387,6 +435,114 @@ final class OpsPage: Sendable {
                 ], titles: minuteTitles(activity.at), axis: ("60 min ago", "now"))
         ]
         section.note = "Each refused call is a request answered 503 at once, without asking Prove."
+        return section
+    }
+
+    /// Nevis's endpoints that the relay asks for an operation's status: Auth Cloud's (and the embedded
+    /// sandbox's) and nevisFIDO's.
+    static let nevisStatusEndpoints: Set = ["status", "fido-status"]
+
+    /// Nevis (with `--nevis`): its calls by endpoint and answer, the status questions the open operations
+    /// cost, the open operations by age (the store's), and its breaker.
+    func nevis(
+        _ activity: RecentActivity.Snapshot, _ counts: [LiveSessionCount]?, breaker: CircuitBreaker
+    ) -> OpsSection {
+        var section = OpsSection(
+            id: "nevis", title: "Nevis",
+            scope: "open operations: " + (sharedStore ? "all instances (the store)" : "the store")
+                + "; calls and breaker: this instance")
+        let endpoints = activity.nevis.keys.sorted()
+        let titles = minuteTitles(activity.at)
+        let minutes = (0..<MinuteSeries<ProveMinute>.length).map { index in
+            endpoints.map { activity.nevis[$0]?[index] ?? .zero }.sum() as RecentActivity.NevisMinute
+        }
+        let questions = (0..<MinuteSeries<ProveMinute>.length).map { index in
+            endpoints.filter(Self.nevisStatusEndpoints.contains).reduce(0) {
+                $0 + (activity.nevis[$1]?[index].calls.calls ?? 0)
+            }
+        }
+        // Per second over the alert's window: its whole minutes and the seconds of the current one.
+        let window = AlertThresholds.nevisErrorWindowMinutes
+        let intoMinute = activity.at.timeIntervalSince1970.truncatingRemainder(dividingBy: 60)
+        let perSecond = Double(questions.suffix(window).reduce(0, +)) / (Double(window - 1) * 60 + max(intoMinute, 1))
+        let hour: RecentActivity.NevisMinute = minutes.sum()
+        let refused: Counts<RecentActivity.BreakerRefusal> = activity.nevisBreakerRefusals.sum()
+        let waiting = counts.map { LiveSessions.buckets($0, .waiting, flow: .nevis) }
+        let tapped = counts.map { LiveSessions.buckets($0, .tapped, flow: .nevis) }
+        let open = zip(waiting ?? [], tapped ?? []).reduce(0) { $0 + $1.0 + $1.1 }
+        section.figures = [
+            .init(label: "Open operations", value: counts == nil ? "–" : String(open)),
+            .init(label: "Status questions per second", value: String(format: "%.2f", perSecond)),
+            .init(label: "Calls, last hour", value: String(hour.calls.calls)),
+            .init(
+                label: "Errors, last hour", value: String(hour.answers[.failed]),
+                tone: hour.answers[.failed] > 0 ? "bad" : nil),
+        ]
+        switch breaker.state {
+        case .closed:
+            section.figures.append(.init(label: "Breaker", value: "closed", tone: "ok"))
+        case .open:
+            section.figures.append(.init(label: "Breaker", value: "open", tone: "bad"))
+            section.figures.append(.init(label: "Next probe", value: nextProbe(breaker)))
+        case .halfOpen:
+            section.figures.append(.init(label: "Breaker", value: "half-open", tone: "warn"))
+        }
+        section.figures.append(
+            .init(
+                label: "Refused by the breaker (503), last hour", value: String(refused[.refused]),
+                tone: refused[.refused] > 0 ? "bad" : nil))
+        func seconds(_ value: Double?) -> String { value.map { Self.duration($0) } ?? "–" }
+        if !endpoints.isEmpty {
+            section.table = OpsSection.Table(
+                columns: ["Endpoint", "Calls", "2xx", "4xx", "5xx, 429, timeout, error", "Error rate", "p50", "p99"],
+                rows: endpoints.map { endpoint in
+                    let calls: RecentActivity.NevisMinute = activity.nevis[endpoint, default: []].sum()
+                    let rate = calls.calls.calls > 0 ? Double(calls.calls.errors) / Double(calls.calls.calls) : nil
+                    return [
+                        .init(endpoint), .init(String(calls.calls.calls)), .init(String(calls.answers[.answered])),
+                        .init(String(calls.answers[.refused])),
+                        .init(String(calls.answers[.failed]), tone: calls.answers[.failed] > 0 ? "bad" : nil),
+                        .init(
+                            rate.map { Self.percent($0) } ?? "–",
+                            tone: (rate ?? 0) > AlertThresholds.nevisErrorRate ? "bad" : nil),
+                        .init(seconds(calls.calls.quantile(0.5))), .init(seconds(calls.calls.quantile(0.99))),
+                    ]
+                })
+        }
+        section.charts = [
+            SVGChart.columns(
+                label: "Calls to Nevis per minute by answer, last 60 minutes",
+                series: [
+                    .init(name: "2xx", color: Palette.blue, values: minutes.map { $0.answers[.answered] }),
+                    .init(name: "4xx", color: Palette.amber, values: minutes.map { $0.answers[.refused] }),
+                    .init(
+                        name: "5xx, 429, timeout, error", color: Palette.red,
+                        values: minutes.map { $0.answers[.failed] }),
+                ], titles: titles, axis: ("60 min ago", "now")),
+            SVGChart.columns(
+                label: "Status questions to Nevis per minute, last 60 minutes",
+                series: [.init(name: "status questions", color: Palette.purple, values: questions)], titles: titles,
+                axis: ("60 min ago", "now")),
+        ]
+        if let waiting, let tapped {
+            section.charts.append(
+                SVGChart.bars(
+                    label: "Open Nevis operations by age",
+                    series: [
+                        .init(name: "waiting", color: Palette.blue, values: waiting),
+                        .init(name: "the app has it", color: Palette.amber, values: tapped),
+                    ], rows: LiveSessions.ageBuckets.map(\.label)))
+        }
+        var notes = [
+            endpoints.isEmpty
+                ? "No call to Nevis in the last hour."
+                : "Each HTTP attempt, retries included, by linkrelay_nevis_calls_total's endpoint.",
+            "The relay asks Nevis about each open operation about once a second at first, every 5 s later.",
+        ]
+        if counts == nil { notes.append("The store did not answer: the open operations are unknown right now.") }
+        notes.append(
+            "Red: errors, or over LinkRelayNevisErrorRateHigh's \(Self.percent(AlertThresholds.nevisErrorRate)).")
+        section.note = notes.joined(separator: " ")
         return section
     }
 

@@ -2,9 +2,9 @@ import Foundation
 import LinkRelayCore
 import LinkRelaySupport
 
-/// The last hour on this instance, minute by minute: taps and how sessions ended, Prove's calls by
-/// endpoint, webhook attempts by outcome, Pre-Fill steps by outcome, the relay's answers by class and
-/// the breaker's refusals. The ops page charts it; `RelayMetrics` feeds it where it
+/// The last hour on this instance, minute by minute: taps and how sessions ended, Prove's and Nevis's
+/// calls by endpoint, webhook attempts by outcome, Pre-Fill steps by outcome, the relay's answers by
+/// class and the breakers' refusals. The ops page charts it; `RelayMetrics` feeds it where it
 /// counts the same things for `/metrics`, so the page and Prometheus agree.
 final class RecentActivity: Sendable {
     /// What happens to sessions: the first tap, then one of the ways a session ends.
@@ -40,6 +40,40 @@ final class RecentActivity: Sendable {
     /// Calls the open breaker refused at once.
     enum BreakerRefusal: CaseIterable, Sendable { case refused }
 
+    /// How Nevis answered one call, classed as `LinkRelayNevisErrorRateHigh` classes
+    /// `linkrelay_nevis_calls_total`'s `status`.
+    enum NevisAnswer: CaseIterable, Sendable {
+        /// 2xx.
+        case answered
+        /// 4xx but 429: Nevis refused the request (an unknown user, one without a device), so it is up.
+        case refused
+        /// 5xx, 429, a timeout or a transport error: the rule's errors.
+        case failed
+
+        init(status: String) {
+            switch Int(status) {
+            case (200..<300)?: self = .answered
+            case 429?, (500..<600)?: self = .failed
+            case (400..<500)?: self = .refused
+            default: self = .failed
+            }
+        }
+    }
+
+    /// One Nevis endpoint's calls in a minute: latencies and errors (`failed`) as Prove's, and the
+    /// answers by class.
+    struct NevisMinute: MinuteTotal {
+        var calls = ProveMinute()
+        var answers = Counts<NevisAnswer>()
+
+        static var zero: Self { Self() }
+
+        mutating func add(_ other: Self) {
+            calls.add(other.calls)
+            answers.add(other.answers)
+        }
+    }
+
     /// A copy of the last hour, each series oldest minute first, the last one the current minute.
     struct Snapshot: Sendable {
         var at: Date
@@ -49,6 +83,8 @@ final class RecentActivity: Sendable {
         var prefill: [RelayMetrics.PrefillStep: [Counts<StepOutcome>]]
         var answers: [Counts<AnswerClass>]
         var breakerRefusals: [Counts<BreakerRefusal>]
+        var nevis: [String: [NevisMinute]]
+        var nevisBreakerRefusals: [Counts<BreakerRefusal>]
     }
 
     private struct State {
@@ -58,6 +94,8 @@ final class RecentActivity: Sendable {
         var prefill: [RelayMetrics.PrefillStep: MinuteSeries<Counts<StepOutcome>>] = [:]
         var answers = MinuteSeries<Counts<AnswerClass>>()
         var breakerRefusals = MinuteSeries<Counts<BreakerRefusal>>()
+        var nevis: [String: MinuteSeries<NevisMinute>] = [:]
+        var nevisBreakerRefusals = MinuteSeries<Counts<BreakerRefusal>>()
     }
 
     let clock: any RelayClock
@@ -103,6 +141,24 @@ final class RecentActivity: Sendable {
         state.withLock { $0.breakerRefusals.update(at: now) { $0[.refused] += 1 } }
     }
 
+    /// One call to Nevis (one HTTP attempt, or one in-process question to the embedded sandbox, as
+    /// `linkrelay_nevis_calls_total` counts them). The endpoints are the clients' own four names.
+    func nevisCall(endpoint: String, status: String, seconds: Double) {
+        let answer = NevisAnswer(status: status)
+        let now = clock.now()
+        state.withLock { state in
+            state.nevis[endpoint, default: MinuteSeries()].update(at: now) {
+                $0.calls.record(failed: answer == .failed, seconds: seconds)
+                $0.answers[answer] += 1
+            }
+        }
+    }
+
+    func nevisBreakerRefused() {
+        let now = clock.now()
+        state.withLock { $0.nevisBreakerRefusals.update(at: now) { $0[.refused] += 1 } }
+    }
+
     func snapshot() -> Snapshot {
         let now = clock.now()
         return state.withLock { state in
@@ -112,7 +168,9 @@ final class RecentActivity: Sendable {
                 webhooks: state.webhooks.lastHour(endingAt: now),
                 prefill: state.prefill.mapValues { $0.lastHour(endingAt: now) },
                 answers: state.answers.lastHour(endingAt: now),
-                breakerRefusals: state.breakerRefusals.lastHour(endingAt: now))
+                breakerRefusals: state.breakerRefusals.lastHour(endingAt: now),
+                nevis: state.nevis.mapValues { $0.lastHour(endingAt: now) },
+                nevisBreakerRefusals: state.nevisBreakerRefusals.lastHour(endingAt: now))
         }
     }
 }

@@ -17,8 +17,10 @@ public final class RelayMetrics: ProveCallObserver {
     /// By outcome and tenant (`outcome tenant`), made at first use.
     private let outcomes = Locked<[String: Counter]>([:])
     private let openChannels: [ChannelTransport: Gauge]
-    private let proveCalls = ProviderCalls(provider: "prove", name: "Prove")
-    private let nevisCalls = ProviderCalls(provider: "nevis", name: "Nevis")
+    private let proveCalls = ProviderCalls(
+        calls: "linkrelay_prove_calls_total", durations: "linkrelay_prove_call_duration_seconds", name: "Prove")
+    private let nevisCalls = ProviderCalls(
+        calls: "linkrelay_nevis_calls_total", durations: "linkrelay_nevis_call_duration_seconds", name: "Nevis")
     private let breakerOpen: Gauge
     private let breakerRefusals: Counter
     private let nevisBreakerOpen: Gauge
@@ -45,6 +47,7 @@ public final class RelayMetrics: ProveCallObserver {
     private let openConnections: Gauge
     private let maxConnections: Gauge
     private let inProgress: [SessionState: [Gauge]]
+    private let nevisOpen: [Gauge]
     /// The last hour, minute by minute, for the ops page.
     let recent: RecentActivity
     /// What the gauges say, readable (Prometheus's gauges are write-only): for the ops page.
@@ -87,6 +90,14 @@ public final class RelayMetrics: ProveCallObserver {
             }
         }
         self.inProgress = inProgress
+        nevisOpen = LiveSessions.ageBuckets.map { bucket in
+            registry.makeGauge(
+                descriptor: .init(
+                    metricName: "linkrelay_nevis_operations_open", unitName: "",
+                    helpText:
+                        "Nevis sessions waiting or tapped (operations the relay asks Nevis about), by the age of their hold, as the store counted them at the last scrape (with PostgreSQL every instance's: take the max, not the sum)"
+                ), labels: [("age", bucket.metric)])
+        }
         expirations = registry.makeCounter(
             descriptor: .init(
                 metricName: "linkrelay_expirations_total", unitName: "",
@@ -200,7 +211,10 @@ public final class RelayMetrics: ProveCallObserver {
     }
 
     func nevisBreakerChanged(open: Bool) { nevisBreakerOpen.set(Int64(open ? 1 : 0)) }
-    func nevisBreakerRefused() { nevisBreakerRefusals.increment() }
+    func nevisBreakerRefused() {
+        nevisBreakerRefusals.increment()
+        recent.nevisBreakerRefused()
+    }
 
     /// Every answer the relay writes (`ResponseWriter.head`): `route` is the route table's pattern of
     /// the request's line, or `unmatched`.
@@ -336,30 +350,44 @@ public final class RelayMetrics: ProveCallObserver {
         }
     }
 
+    /// The store's count of open Nevis operations, in `LiveSessions.ageBuckets` order.
+    func nevisOperationsOpen(_ buckets: [Int]) {
+        for (gauge, count) in zip(nevisOpen, buckets) { gauge.set(Int64(count)) }
+    }
+
     public func proveCall(endpoint: String, status: String, duration: Duration) {
         proveCalls.record(endpoint: endpoint, status: status, duration: duration, in: registry)
         recent.proveCall(
-            endpoint: endpoint, failed: !status.hasPrefix("2"),
-            seconds: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+            endpoint: endpoint, failed: !status.hasPrefix("2"), seconds: Self.seconds(duration))
     }
 
     /// Every attempt of a call to Nevis: `endpoint` is `approval`, `status`, `dispatch` or `fido-status`.
     func nevisCall(endpoint: String, status: String, duration: Duration) {
         nevisCalls.record(endpoint: endpoint, status: status, duration: duration, in: registry)
+        recent.nevisCall(endpoint: endpoint, status: status, seconds: Self.seconds(duration))
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }
 
-/// A provider's calls by endpoint and status, and their latency by endpoint
-/// (`linkrelay_{provider}_calls_total`, `linkrelay_{provider}_call_duration_seconds`), made at first use.
+/// A provider's calls by endpoint and status, and their latency by endpoint, made at first use. The
+/// metrics' names are spelled out whole where they are made, so that scripts/check-dashboard.py finds
+/// every name the dashboard and the alert rules read in the sources.
 private struct ProviderCalls: Sendable {
-    let provider: String
+    /// `linkrelay_{provider}_calls_total`.
+    let calls: String
+    /// `linkrelay_{provider}_call_duration_seconds`.
+    let durations: String
     /// As help texts name it.
     let name: String
     private let counters = Locked<[String: Counter]>([:])
     private let histograms = Locked<[String: DurationHistogram]>([:])
 
-    init(provider: String, name: String) {
-        self.provider = provider
+    init(calls: String, durations: String, name: String) {
+        self.calls = calls
+        self.durations = durations
         self.name = name
     }
 
@@ -369,7 +397,7 @@ private struct ProviderCalls: Sendable {
             if let counter = counters[key] { return counter }
             let counter = registry.makeCounter(
                 descriptor: .init(
-                    metricName: "linkrelay_\(provider)_calls_total", unitName: "",
+                    metricName: calls, unitName: "",
                     helpText: "Calls to \(name), by endpoint and HTTP status (or timeout/error)"),
                 labels: [("endpoint", endpoint), ("status", status)])
             counters[key] = counter
@@ -380,7 +408,7 @@ private struct ProviderCalls: Sendable {
             if let histogram = histograms[endpoint] { return histogram }
             let histogram = registry.makeDurationHistogram(
                 descriptor: .init(
-                    metricName: "linkrelay_\(provider)_call_duration_seconds", unitName: "",
+                    metricName: durations, unitName: "",
                     helpText: "Latency of calls to \(name), by endpoint"), labels: [("endpoint", endpoint)],
                 buckets: ProveMinute.bucketBounds.map { .microseconds(Int64(($0 * 1_000_000).rounded())) })
             histograms[endpoint] = histogram

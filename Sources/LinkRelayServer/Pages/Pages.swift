@@ -82,13 +82,16 @@ final class Pages: Sendable {
     }
 
     /// A page with the landing page's headers (API.md): nothing cached, no referrer, nothing framed.
-    /// Without values, the page rendered at start.
+    /// Without values, the page rendered at start. `dataImages`: the page shows images from `data:` URIs
+    /// (a Nevis QR code), which its CSP then allows.
     func page(
         _ template: String, _ values: [String: Any] = [:], status: HTTPResponseStatus = .ok, extraCSP: String = "",
-        headers: HTTPHeaders = [:]
+        dataImages: Bool = false, headers: HTTPHeaders = [:]
     ) -> Answer {
         let body = values.isEmpty ? plain[template] : nil
-        var all = extraCSP.isEmpty ? Self.plainHeaders : Self.htmlHeaders(extraCSP: extraCSP)
+        var all =
+            extraCSP.isEmpty && !dataImages
+            ? Self.plainHeaders : Self.htmlHeaders(extraCSP: extraCSP, dataImages: dataImages)
         all.add(contentsOf: headers)
         return Answer(status: status, headers: all, body: body ?? ByteBuffer(string: html(template, values)))
     }
@@ -113,14 +116,16 @@ final class Pages: Sendable {
     /// The headers of a page without an extra CSP source, built once.
     static let plainHeaders = htmlHeaders()
 
-    static func htmlHeaders(extraCSP: String = "") -> HTTPHeaders {
+    /// `extraCSP` is appended; `dataImages` adds `data:` to `img-src` itself, since a directive given
+    /// twice counts only the first time.
+    static func htmlHeaders(extraCSP: String = "", dataImages: Bool = false) -> HTTPHeaders {
         [
             "Content-Type": "text/html; charset=utf-8",
             "Cache-Control": "no-store",
             "Referrer-Policy": "no-referrer",
             "Content-Security-Policy":
-                "default-src 'none'; style-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-                + extraCSP,
+                "default-src 'none'; style-src 'self'; img-src 'self'\(dataImages ? " data:" : ""); "
+                + "frame-ancestors 'none'; base-uri 'none'; form-action 'self'" + extraCSP,
         ]
     }
 }

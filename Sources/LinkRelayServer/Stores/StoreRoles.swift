@@ -58,7 +58,8 @@ protocol RetentionStore: Sendable {
 protocol StoreHealth: Sendable {
     /// Throws when the store cannot be reached, or cannot take a write.
     func ping() async throws
-    /// The live sessions counted by state and age (`LiveSessionCount`): with PostgreSQL, every instance's.
+    /// The live sessions counted by flow, state and age (`LiveSessionCount`): with PostgreSQL, every
+    /// instance's.
     func liveSessionCounts(at now: Date) async throws -> [LiveSessionCount]
     /// Releases the store's resources.
     func close() async throws
@@ -67,7 +68,7 @@ protocol StoreHealth: Sendable {
 extension StoreHealth where Self: SessionStore {
     /// Through `activeSessions`: a store that holds its sessions in memory counts them there.
     func liveSessionCounts(at now: Date) async throws -> [LiveSessionCount] {
-        LiveSessionCount.tally(try await activeSessions().map { ($0.state, $0.createdAt) }, at: now)
+        LiveSessionCount.tally(try await activeSessions().map { ($0.flow, $0.state, $0.createdAt) }, at: now)
     }
 }
 
