@@ -340,6 +340,16 @@ private func nevisClient(
     let observe: NevisCallObserver = { metrics.nevisCall(endpoint: $0, status: $1, duration: $2) }
     let drawQR: NevisQRDrawer = { link in try? QRCode(Array(link.utf8)).pngDataURI() }
     let client: any NevisClient
+    // Which Nevis the relay asks, read before the first operation: the backend and its host, no secret.
+    switch configuration.nevis {
+    case nil: logger.info("Nevis off: \"flow\":\"nevis\" is refused")
+    case .sandbox: logger.info("Nevis: the embedded sandbox", metadata: ["nevis.url": .string(sandbox?.loopback ?? "")])
+    case .remote(.authCloud(let url), _):
+        logger.info("Nevis: Authentication Cloud", metadata: ["nevis.url": .string(url)])
+    case .remote(.fido(let url, let dispatcher), _):
+        logger.info(
+            "Nevis: nevisFIDO", metadata: ["nevis.url": .string(url), "nevis.dispatcher": .string(dispatcher.rawValue)])
+    }
     switch (configuration.nevis, sandbox) {
     case (nil, _): return (nil, nil)
     case (.sandbox, let (embedded, loopback)?):

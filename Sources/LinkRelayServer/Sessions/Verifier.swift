@@ -23,7 +23,6 @@ struct Verifier: Service {
     let clock: any RelayClock
     let metrics: RelayMetrics
     let logger: Logger
-    var pendingInterval: TimeInterval = 1
     var unavailableInterval: TimeInterval = 2
 
     func run() async throws {
