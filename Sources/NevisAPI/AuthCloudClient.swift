@@ -38,28 +38,11 @@ public final class AuthCloudClient: NevisClient {
         guard !accessKey.isEmpty else {
             throw NevisConfigurationError("the Nevis Authentication Cloud needs an access key (NEVIS_ACCESS_KEY)")
         }
-        var logger = logger
-        logger[metadataKey: "nevis.backend"] = "authcloud"
-        self.http = NevisHTTP(
-            baseURL: try NevisHTTP.checkedBaseURL(baseURL),
-            transport: ProviderTransport(
-                provider: "Nevis", httpClient: httpClient, retry: retry, observe: observe, now: now),
-            logger: logger)
+        self.http = try NevisHTTP(
+            baseURL: baseURL, backend: "authcloud", httpClient: httpClient, retry: retry, observe: observe,
+            logger: logger, now: now)
         self.accessKey = accessKey
         self.drawQR = drawQR
-    }
-
-    /// The approval's body: `channel` from the approval; with a message, `prompt: true` and the message as
-    /// plain text (nothing escaped: Auth Cloud reads markup only inside `<html>…</html>`, which the relay never
-    /// adds). Usernameless (no username, no user id) leaves `authenticatorId` out as well.
-    static func approvalRequest(_ approval: NevisApproval) -> AuthCloudApprovalRequest {
-        AuthCloudApprovalRequest(
-            channel: approval.channel.rawValue,
-            username: approval.username,
-            userId: approval.userId,
-            authenticatorId: nil,
-            prompt: approval.message == nil ? nil : true,
-            message: approval.message)
     }
 
     public func start(_ approval: NevisApproval, deadline: ContinuousClock.Instant) async throws -> NevisStarted {
@@ -67,7 +50,7 @@ public final class AuthCloudClient: NevisClient {
         let body = try await http.post(
             endpoint: endpoint,
             path: "/api/v1/approval",
-            body: try NevisHTTP.encode(Self.approvalRequest(approval)),
+            body: try NevisHTTP.encode(AuthCloudApprovalRequest(approval)),
             headers: .nevisJSON(contentType: "application/json", bearer: accessKey),
             isIdempotent: false,
             deadline: deadline,

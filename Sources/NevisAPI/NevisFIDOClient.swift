@@ -49,13 +49,9 @@ public final class NevisFIDOClient: NevisClient {
         drawQR: NevisQRDrawer? = nil,
         now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) throws {
-        var logger = logger
-        logger[metadataKey: "nevis.backend"] = "fido"
-        self.http = NevisHTTP(
-            baseURL: try NevisHTTP.checkedBaseURL(baseURL),
-            transport: ProviderTransport(
-                provider: "Nevis", httpClient: httpClient, retry: retry, observe: observe, now: now),
-            logger: logger)
+        self.http = try NevisHTTP(
+            baseURL: baseURL, backend: "fido", httpClient: httpClient, retry: retry, observe: observe,
+            logger: logger, now: now)
         self.dispatcher = dispatcher
         self.fidoToken = fidoToken?.isEmpty == true ? nil : fidoToken
         self.drawQR = drawQR

@@ -115,6 +115,20 @@ struct NevisHTTP: Sendable {
 
     // MARK: Base URL
 
+    /// A backend's HTTP side: its checked base URL, Prove's transport (retries, timeouts) for Nevis, and
+    /// the logger that names the backend (`nevis.backend`).
+    init(
+        baseURL: String, backend: String, httpClient: HTTPClient, retry: RetryPolicy, observe: NevisCallObserver?,
+        logger: Logger, now: @escaping @Sendable () -> ContinuousClock.Instant
+    ) throws {
+        self.baseURL = try Self.checkedBaseURL(baseURL)
+        self.transport = ProviderTransport(
+            provider: "Nevis", httpClient: httpClient, retry: retry, observe: observe, now: now)
+        var logger = logger
+        logger[metadataKey: "nevis.backend"] = "\(backend)"
+        self.logger = logger
+    }
+
     /// The base URL without trailing slashes: `https://HOST[:PORT][/PATH]`, or `http://` for a loopback host
     /// (the simulator). No user info, query or fragment.
     static func checkedBaseURL(_ raw: String) throws -> String {

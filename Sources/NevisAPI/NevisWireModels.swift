@@ -65,6 +65,17 @@ public struct AuthCloudApprovalResponse: Codable, Sendable, Equatable {
     }
 }
 
+extension AuthCloudApprovalRequest {
+    /// The approval's body for `approval`: with a message, `prompt: true` and the message as plain text
+    /// (nothing escaped: Auth Cloud reads markup only inside `<html>…</html>`, which the relay never adds).
+    /// Usernameless (no username, no user id) leaves `authenticatorId` out as well.
+    public init(_ approval: NevisApproval) {
+        self.init(
+            channel: approval.channel.rawValue, username: approval.username, userId: approval.userId,
+            prompt: approval.message == nil ? nil : true, message: approval.message)
+    }
+}
+
 /// `POST /api/v1/status`: the status token is the credential.
 public struct AuthCloudStatusRequest: Codable, Sendable, Equatable {
     public var statusToken: String

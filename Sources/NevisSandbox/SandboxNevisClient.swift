@@ -22,7 +22,7 @@ public struct SandboxNevisClient: NevisClient {
     public func start(_ approval: NevisApproval, deadline: ContinuousClock.Instant) async throws -> NevisStarted {
         guard deadline > .now else { throw NevisClientError.unavailable(reason: "deadline reached") }
         let began = ContinuousClock.now
-        let request = Self.approvalRequest(approval)
+        let request = AuthCloudApprovalRequest(approval)
         guard let answer = sandbox.inProcess(.approval, { $0.approval(request) }) else {
             return try await overHTTP.start(approval, deadline: deadline)
         }
@@ -40,14 +40,6 @@ public struct SandboxNevisClient: NevisClient {
             return try await overHTTP.status(handle, deadline: deadline)
         }
         return NevisStatus(try settle(answer, .status, since: began))
-    }
-
-    /// The approval a `NevisApproval` asks for: no username and no user id is usernameless; a message asks
-    /// the customer to accept or deny actively (`prompt`).
-    public static func approvalRequest(_ approval: NevisApproval) -> AuthCloudApprovalRequest {
-        AuthCloudApprovalRequest(
-            channel: approval.channel.rawValue, username: approval.username, userId: approval.userId,
-            prompt: approval.message == nil ? nil : true, message: approval.message)
     }
 
     /// The body of an answer, or the error an HTTP client would throw for it; reported either way.

@@ -133,10 +133,10 @@ import Testing
     }
 
     @Test func theApprovalItAsksFor() {
-        let named = SandboxNevisClient.approvalRequest(
+        let named = AuthCloudApprovalRequest(
             NevisApproval(userId: dave.userId, message: "Pay", channel: .push))
         #expect(named == AuthCloudApprovalRequest(channel: "push", userId: dave.userId, prompt: true, message: "Pay"))
-        let usernameless = SandboxNevisClient.approvalRequest(NevisApproval())
+        let usernameless = AuthCloudApprovalRequest(NevisApproval())
         #expect(usernameless == AuthCloudApprovalRequest(channel: "app"))
     }
 }
