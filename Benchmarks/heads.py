@@ -12,7 +12,7 @@ The header timeout is raised to 600 s for the run, and the per-address connectio
 plus a few, so that neither closes the heads while they are measured (`linkrelay serve --help`).
 
     python3 Benchmarks/heads.py --bin .build/release/linkrelay
-    python3 Benchmarks/heads.py --bin .build/release/linkrelay --malloc-tuning on
+    python3 Benchmarks/heads.py --bin .build/release/linkrelay --malloc-tuning off
     python3 Benchmarks/heads.py --bin /path/to/old/linkrelay      # the before, same sitting
     python3 Benchmarks/heads.py --bin .build/release/linkrelay --padding Origin --head-bytes 16000
                                                    # the most of a head the relay keeps: 16 KiB of lines it reads
@@ -75,7 +75,7 @@ def main():
                         help="the padding lines' header: X-Pad (numbered, lines the relay drops) or one it keeps, "
                              "such as Origin, with --head-bytes 16000 (the most it keeps of a head)")
     parser.add_argument("--after", type=float, default=60, help="seconds after the close to read memory again")
-    parser.add_argument("--malloc-tuning", choices=["on", "off"], default="off")
+    parser.add_argument("--malloc-tuning", choices=["on", "off"], default="on")
     args = parser.parse_args()
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -57,8 +57,9 @@ public struct RelayConfiguration: Sendable {
     /// Nil: `"flow":"nevis"` is refused (422). The default: the sandbox when Prove's is.
     public var nevis: Nevis? = .sandbox
     public var confirmOnPhone = false
-    /// glibc's allocator tuned for memory given back after bursts (`--malloc-tuning on`): see `MemoryTrim`.
-    public var mallocTuning = false
+    /// glibc's allocator tuned for memory given back after bursts (`--malloc-tuning`, on unless turned
+    /// off): see `MemoryTrim`.
+    public var mallocTuning = true
     /// Log lines stamped in the process's time zone instead of UTC (`--log-time local`).
     public var logLocalTime = false
     /// Who the confirm page says is asking (`--integrator-name`); the public URL's host when not set.
@@ -215,7 +216,7 @@ public struct RelayConfiguration: Sendable {
             value("nevis"), dispatcher: value("nevis-dispatcher"), environment: environment,
             proveSandbox: { if case .sandbox = config.prove { true } else { false } }())
         config.confirmOnPhone = try boolean(value("confirm-on-phone"), flag: "confirm-on-phone", default: false)
-        config.mallocTuning = try boolean(value("malloc-tuning"), flag: "malloc-tuning", default: false)
+        config.mallocTuning = try boolean(value("malloc-tuning"), flag: "malloc-tuning", default: true)
         if let logTime = value("log-time") {
             guard ["utc", "local"].contains(logTime) else {
                 throw ConfigurationError("--log-time: \"\(logTime)\" is not utc or local")

@@ -1,8 +1,8 @@
 #if canImport(Glibc)
     import Glibc
 
-    /// glibc's per-thread caches of small blocks, turned off for the relay's process with
-    /// `--malloc-tuning on`.
+    /// glibc's per-thread caches of small blocks, turned off for the relay's process unless
+    /// `--malloc-tuning off`.
     ///
     /// Each thread keeps up to 7 freed blocks of each small size for its next allocation; after a burst
     /// the event loops go quiet holding them, spread over the pages the burst used, which `malloc_trim`

@@ -84,7 +84,7 @@ struct Serve: AsyncParsableCommand {
     var maxConnections: String?
     @Option(
         help:
-            "on: glibc's allocator tuned to give memory back after bursts; see docs/memory.md (LINKRELAY_MALLOC_TUNING, default off)."
+            "off: glibc's allocator as it comes, and no re-exec at start; on tunes it to give memory back after bursts, see docs/memory.md (LINKRELAY_MALLOC_TUNING, default on)."
     )
     var mallocTuning: String?
     @Option(help: "utc or local: the time zone of log timestamps (LINKRELAY_LOG_TIME, default utc).")
@@ -168,11 +168,6 @@ struct Serve: AsyncParsableCommand {
             if configuration.mallocTuning { MallocTunables.restartIfNeeded() }
         #endif
         let logger = makeLogger("linkrelay", localTime: configuration.logLocalTime)
-        #if canImport(Glibc)
-            if configuration.mallocTuning, let tunables = MallocTunables.current {
-                logger.notice("glibc malloc tuning on", metadata: ["GLIBC_TUNABLES": .string(tunables)])
-            }
-        #endif
         if configuration.apiKeyGenerated {
             // Written once to standard output for the operator, never logged; unbuffered, so it shows
             // at once even when standard output is a file or a pipe.
@@ -189,6 +184,12 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw refuse("cannot start: \(error)")
         }
+        #if canImport(Glibc)
+            // Once the relay is sure to start: a refusal stays the one line on standard error.
+            if configuration.mallocTuning, let tunables = MallocTunables.current {
+                logger.notice("glibc malloc tuning on", metadata: ["GLIBC_TUNABLES": .string(tunables)])
+            }
+        #endif
         defer { LogOutput.standardError.flush() }
         try await relay.serviceGroup(logger: logger).run()
     }

@@ -132,7 +132,7 @@ struct MemoryTrimTests {
     }
 
     @Test(
-        "With --malloc-tuning on, a relay process runs with glibc's per-thread caches off, added to the operator's GLIBC_TUNABLES unless those set the count",
+        "By default a relay process runs with glibc's per-thread caches off, added to the operator's GLIBC_TUNABLES unless those set the count",
         .timeLimit(.minutes(1)),
         arguments: [
             ("", "glibc.malloc.tcache_count=0"),
@@ -146,8 +146,6 @@ struct MemoryTrimTests {
         ) {
             [
                 "serve", "--drain-delay", "0", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey,
-                "--malloc-tuning",
-                "on",
             ]
         }
         defer { relay.stop() }
@@ -155,11 +153,16 @@ struct MemoryTrimTests {
         #expect(ready.status == 200)
     }
 
-    @Test("Without --malloc-tuning a relay process runs as it was started: GLIBC_TUNABLES left alone")
+    @Test("With --malloc-tuning off a relay process runs as it was started: GLIBC_TUNABLES left alone")
     func relayProcessUntuned() async throws {
         let (relay, port) = try await PersistenceTests.start(
             ready: "LinkRelay listening", environment: ["GLIBC_TUNABLES": ""]
-        ) { ["serve", "--drain-delay", "0", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey] }
+        ) {
+            [
+                "serve", "--drain-delay", "0", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey,
+                "--malloc-tuning", "off",
+            ]
+        }
         defer { relay.stop() }
         #expect(try await TestRelay.fetch(.GET, "http://127.0.0.1:\(port)/readyz").status == 200)
         let environment = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(relay.process.processIdentifier)/environ"))
