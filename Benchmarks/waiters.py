@@ -2,7 +2,7 @@
 """Waiting-channel benchmark: hold N desktop-style waiters open, then "tap" each one.
 
 LinkRelay's copy of ../shared/bench/waiters.py, with the same method (one process, one clock) and
-seven additions:
+eight additions:
   - taps are sent on schedule, each in its own task, at most --tap-concurrency at once (the
     original, --sequential-taps, waited for each landing's answer before the next tap, so the
     landing's latency capped the tap rate; unbounded, a relay that falls behind would be sent
@@ -27,6 +27,8 @@ seven additions:
     272 taps over 2 ms); what they would free is freed after.
   - SSE waiters send `Accept: text/event-stream`, as a browser's EventSource does, so that nchan
     (which picks its transport by it) can be measured on SSE too.
+  - --wait-from opens the waiters from another local address, so that runs one after another each
+    find their ports free: the connections of the run before stay in TIME_WAIT for 60 s;
   - --trace FILE writes each tap's send time (seconds after the first, whose time.monotonic() is the
     file's first line: the clock `perf record -k CLOCK_MONOTONIC` stamps with), its latencies and its
     waiter's id (the session's, for the relay), so slow taps can be laid beside what the server did then.
@@ -281,11 +283,12 @@ async def main():
     p.add_argument("--channel-base", default="", help="relay: open channels on this instance instead of --base")
     p.add_argument("--sandbox", default="", help="relay: base URL of a separate `linkrelay sandbox`")
     p.add_argument("--tap-from", default="", help="local address to send the taps from (e.g. 127.0.0.2)")
+    p.add_argument("--wait-from", default="", help="local address to open the waiters (and create the sessions) from")
     p.add_argument("--trace", default="", help="write each tap's send time, latencies and waiter id to this file")
     args = p.parse_args()
     pids = [int(x) for x in args.pids.split(",") if x]
 
-    conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, local_addr=(args.wait_from, 0) if args.wait_from else None)
     # The taps' connections: their own, from --tap-from, or else the waiters' pool.
     tap_conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, local_addr=(args.tap_from, 0)) if args.tap_from else conn
     async with aiohttp.ClientSession(connector=conn) as http, \
