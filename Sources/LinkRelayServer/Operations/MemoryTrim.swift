@@ -8,8 +8,8 @@ import ServiceLifecycle
 
 /// Gives memory back once the relay has gone quiet: `release` lets go of what the relay keeps only for
 /// speed (the store's caches, stale timer entries, grown dictionaries), and with `tunesGlibc`
-/// (`--malloc-tuning`, on by default) glibc then returns its free pages (`malloc_trim`). How each part pays off is in
-/// docs/memory.md.
+/// (`--malloc-tuning`, on by default) glibc then returns its free pages (`malloc_trim`). How each part
+/// pays off is in docs/memory.md.
 ///
 /// A pass holds writes, the hub and glibc's heaps for a moment, and under load the memory would be taken
 /// again at once. So every `interval` it looks at `activity` (which grows with the relay's work) and
