@@ -145,22 +145,25 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
 
     /// NIO's HTTP/1 handlers, a read clock and a front door on a new connection.
     static func configure(_ channel: any Channel, services: Services) -> EventLoopFuture<Void> {
-        channel.eventLoop.makeCompletedFuture {
-            let reads = ReadClock()
-            try channel.pipeline.syncOperations.addHandler(reads)
-            // NIO's HTTP/1 server handlers as `configureHTTPServerPipeline` adds them, with the relay's
-            // decoder: the response encoder, the decoder, the pipelining handler, and an upgrade handler
-            // without upgraders (the relay answers WebSocket handshakes itself, on any request of a
-            // connection). No protocol-error handler: the front door answers what NIO cannot parse.
-            let encoder = HTTPResponseEncoder(configuration: .init())
-            let decoder = ByteToMessageHandler(RequestDecoder(limits: headLimits))
-            let pipelining = HTTPServerPipelineHandler()
-            let upgrades = HTTPServerUpgradeHandler(
-                upgraders: [], httpEncoder: encoder, extraHTTPHandlers: [decoder, pipelining]
-            ) { _ in }
-            try channel.pipeline.syncOperations.addHandlers([encoder, decoder, pipelining, upgrades])
-            try channel.pipeline.syncOperations.addHandler(FrontDoor(services: services, reads: reads))
-        }
+        channel.eventLoop.makeCompletedFuture { try addHandlers(channel, services: services) }
+    }
+
+    /// `configure`'s work, on the channel's event loop.
+    static func addHandlers(_ channel: any Channel, services: Services) throws {
+        let reads = ReadClock()
+        try channel.pipeline.syncOperations.addHandler(reads)
+        // NIO's HTTP/1 server handlers as `configureHTTPServerPipeline` adds them, with the relay's
+        // decoder: the response encoder, the decoder, the pipelining handler, and an upgrade handler
+        // without upgraders (the relay answers WebSocket handshakes itself, on any request of a
+        // connection). No protocol-error handler: the front door answers what NIO cannot parse.
+        let encoder = HTTPResponseEncoder(configuration: .init())
+        let decoder = ByteToMessageHandler(RequestDecoder(limits: headLimits))
+        let pipelining = HTTPServerPipelineHandler()
+        let upgrades = HTTPServerUpgradeHandler(
+            upgraders: [], httpEncoder: encoder, extraHTTPHandlers: [decoder, pipelining]
+        ) { _ in }
+        try channel.pipeline.syncOperations.addHandlers([encoder, decoder, pipelining, upgrades])
+        try channel.pipeline.syncOperations.addHandler(FrontDoor(services: services, reads: reads))
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
