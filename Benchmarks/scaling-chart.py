@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Draws Benchmarks/scaling.sh's results: KiB per waiter and tap->`tapped` p50 / p99 against the waiters
 held, one column per transport, the relay beside nginx+nchan. Each point is the median of the rounds.
-Also prints the same figures as a Markdown table, with the median and range of the relay's ratio to nchan
-taken round by round (each round's relay and nchan ran one after the other).
+Also prints the same figures as a Markdown table per anchor, with the median and range of the relay's ratio
+to it taken round by round (each round's relay and anchors ran one after the other).
 
   Benchmarks/scaling-chart.py scaling.jsonl scaling.png
 
@@ -16,7 +16,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 TRANSPORTS = {"longpoll": "long-poll", "ws": "WebSocket", "sse": "SSE"}
-TARGETS = {"relay": ("LinkRelay", "tab:blue"), "nchan": ("nginx+nchan", "tab:gray")}
+TARGETS = {"relay": ("LinkRelay", "tab:blue"), "nchan": ("nginx+nchan", "tab:gray"),
+           "nchan-contract": ("nginx+nchan, the relay's keep-alives", "tab:orange")}
 ROWS = [("KiB per waiter", lambda r: r.get("kib_per_waiter")),
         ("tapped p50 (ms)", lambda r: (r.get("tapped_ms") or {}).get("p50")),
         ("tapped p99 (ms)", lambda r: (r.get("tapped_ms") or {}).get("p99"))]
@@ -60,31 +61,33 @@ def main(source, png):
     fig.tight_layout()
     fig.savefig(png, dpi=100)
 
-    print("| transport | waiters | KiB/waiter relay / nchan | tapped p50 ms relay / nchan, ratio (range) "
-          "| tapped p99 ms relay / nchan, ratio (range) | failed relay / nchan |")
-    print("|---|---|---|---|---|---|")
-    for transport, title in TRANSPORTS.items():
-        for n in sizes:
-            cells = []
-            for label, figure in ROWS:
-                relay, nchan = median("relay", transport, n, figure), median("nchan", transport, n, figure)
-                cell = f"{fmt(relay)} / {fmt(nchan)}"
-                ratios = round_ratios(runs, transport, n, figure) if "ms" in label else []
-                if ratios:
-                    cell += f", {statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})"
-                cells.append(cell)
-            cells.append(f"{failed['relay', transport, n]} / {failed['nchan', transport, n]}")
-            print(f"| {title} | {n:,} | " + " | ".join(cells) + " |")
+    for anchor in [a for a in TARGETS if a != "relay" and any(k[0] == a for k in runs)]:
+        print(f"\nThe relay against {anchor}:\n")
+        print(f"| transport | waiters | KiB/waiter relay / {anchor} | tapped p50 ms relay / {anchor}, ratio (range) "
+              f"| tapped p99 ms relay / {anchor}, ratio (range) | failed relay / {anchor} |")
+        print("|---|---|---|---|---|---|")
+        for transport, title in TRANSPORTS.items():
+            for n in sizes:
+                cells = []
+                for label, figure in ROWS:
+                    relay, other = median("relay", transport, n, figure), median(anchor, transport, n, figure)
+                    cell = f"{fmt(relay)} / {fmt(other)}"
+                    ratios = round_ratios(runs, anchor, transport, n, figure) if "ms" in label else []
+                    if ratios:
+                        cell += f", {statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})"
+                    cells.append(cell)
+                cells.append(f"{failed['relay', transport, n]} / {failed[anchor, transport, n]}")
+                print(f"| {title} | {n:,} | " + " | ".join(cells) + " |")
 
 
-def round_ratios(runs, transport, n, figure):
-    """The relay's figure over nchan's, for each round that has both."""
+def round_ratios(runs, anchor, transport, n, figure):
+    """The relay's figure over the anchor's, for each round that has both."""
     by_round = {}
-    for target in TARGETS:
+    for target in ("relay", anchor):
         for r in runs.get((target, transport, n), []):
             by_round.setdefault(r.get("round"), {})[target] = figure(r)
-    return [pair["relay"] / pair["nchan"] for pair in by_round.values()
-            if pair.get("relay") is not None and pair.get("nchan")]
+    return [pair["relay"] / pair[anchor] for pair in by_round.values()
+            if pair.get("relay") is not None and pair.get(anchor)]
 
 
 def fmt(value):

@@ -2,7 +2,7 @@
 """Waiting-channel benchmark: hold N desktop-style waiters open, then "tap" each one.
 
 LinkRelay's copy of ../shared/bench/waiters.py, with the same method (one process, one clock) and
-eight additions:
+nine additions:
   - taps are sent on schedule, each in its own task, at most --tap-concurrency at once (the
     original, --sequential-taps, waited for each landing's answer before the next tap, so the
     landing's latency capped the tap rate; unbounded, a relay that falls behind would be sent
@@ -32,6 +32,8 @@ eight additions:
   - --trace FILE writes each tap's send time (seconds after the first, whose time.monotonic() is the
     file's first line: the clock `perf record -k CLOCK_MONOTONIC` stamps with), its latencies and its
     waiter's id (the session's, for the relay), so slow taps can be laid beside what the server did then.
+  - a long-poll answered 408 (nchan's, when its subscriber timeout passes) is asked again, so that
+    nchan can be held to the relay's 25-s long-poll (scaling.sh --anchors contract).
 
 One process, one clock: every waiter records when its events arrived, every tap records when it
 was sent, so tap->event latency needs no clock sync. Targets:
@@ -219,6 +221,8 @@ async def wait_longpoll(target, w, http, ready, seen):
     while time.monotonic() < deadline:
         async with http.get(url, timeout=aiohttp.ClientTimeout(total=target.args.hold + 30)) as r:
             body = await r.text()
+        if r.status == 408:  # nchan's answer when its subscriber timeout passes: ask again
+            continue
         if r.status >= 400:
             raise RuntimeError(f"wait: HTTP {r.status}: {body[:120]}")
         now = time.monotonic()

@@ -60,6 +60,8 @@ public struct RelayConfiguration: Sendable {
     /// glibc's allocator tuned for memory given back after bursts (`--malloc-tuning`, on unless turned
     /// off): see `MemoryTrim`.
     public var mallocTuning = true
+    /// The event-loop threads that serve every connection (`--event-loops`); nil: one per core.
+    public var eventLoops: Int?
     /// Log lines stamped in the process's time zone instead of UTC (`--log-time local`).
     public var logLocalTime = false
     /// Who the confirm page says is asking (`--integrator-name`); the public URL's host when not set.
@@ -129,6 +131,7 @@ public struct RelayConfiguration: Sendable {
             ("breaker-failures", "LINKRELAY_BREAKER_FAILURES"),
             ("breaker-cooldown", "LINKRELAY_BREAKER_COOLDOWN"), ("sandbox-fault", "LINKRELAY_SANDBOX_FAULTS"),
             ("max-connections", "LINKRELAY_MAX_CONNECTIONS"), ("malloc-tuning", "LINKRELAY_MALLOC_TUNING"),
+            ("event-loops", "LINKRELAY_EVENT_LOOPS"),
             ("log-time", "LINKRELAY_LOG_TIME"), ("header-timeout", "LINKRELAY_HEADER_TIMEOUT"),
             ("body-timeout", "LINKRELAY_BODY_TIMEOUT"), ("drain-delay", "LINKRELAY_DRAIN_DELAY"),
             ("limit-connections-per-address", "LINKRELAY_LIMIT_CONNECTIONS_PER_ADDRESS"),
@@ -252,6 +255,7 @@ public struct RelayConfiguration: Sendable {
         if let seconds = try number("drain-timeout", in: 0...600) { config.drainTimeout = TimeInterval(seconds) }
         if let failures = try number("breaker-failures", in: 1...1000) { config.breakerFailures = failures }
         if let connections = try number("max-connections", in: 1...10_000_000) { config.maxConnections = connections }
+        config.eventLoops = try number("event-loops", in: 1...1024)
         let perAddress = try number("limit-connections-per-address", in: 1...10_000_000)
         config.connectionsPerAddress = config.limits == nil ? nil : perAddress ?? max(1, config.maxConnections / 10)
         if let seconds = try number("header-timeout", in: 1...600) { config.headerTimeout = TimeInterval(seconds) }

@@ -3,6 +3,7 @@ import Foundation
 import LinkRelayCore
 import LinkRelaySupport
 import Logging
+import NIOPosix
 import NevisAPI
 import NevisSandbox
 import ProveAPI
@@ -305,6 +306,7 @@ public func buildLinkRelay(
             metadata: [
                 "address": "\(channel.localAddress.map { "\($0)" } ?? "?")",
                 "public_url": .string(configuration.publicURL), "mode": .string(mode),
+                "event_loops": "\(Array(MultiThreadedEventLoopGroup.singleton.makeIterator()).count)",
             ])
         bound()
     }

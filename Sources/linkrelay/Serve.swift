@@ -87,6 +87,11 @@ struct Serve: AsyncParsableCommand {
             "off: glibc's allocator as it comes, and no re-exec at start; on tunes it to give memory back after bursts, see docs/memory.md (LINKRELAY_MALLOC_TUNING, default on)."
     )
     var mallocTuning: String?
+    @Option(
+        help:
+            "Event-loop threads serving the connections, 1 to 1024 (LINKRELAY_EVENT_LOOPS, default one per core)."
+    )
+    var eventLoops: String?
     @Option(help: "utc or local: the time zone of log timestamps (LINKRELAY_LOG_TIME, default utc).")
     var logTime: String?
     @Option(
@@ -143,7 +148,7 @@ struct Serve: AsyncParsableCommand {
             ("limit-landing-per-ip", limitLandingPerIp), ("limit-landing-per-link", limitLandingPerLink),
             ("limit-create-per-key", limitCreatePerKey), ("limit-channels-per-session", limitChannelsPerSession),
             ("limit-channels-per-ip", limitChannelsPerIp), ("max-connections", maxConnections),
-            ("malloc-tuning", mallocTuning), ("log-time", logTime),
+            ("malloc-tuning", mallocTuning), ("event-loops", eventLoops), ("log-time", logTime),
             ("limit-connections-per-address", limitConnectionsPerAddress), ("header-timeout", headerTimeout),
             ("body-timeout", bodyTimeout), ("drain-delay", drainDelay), ("sandbox-public", sandboxPublic),
             ("metrics-listen", metricsListen), ("app-store-url", appStoreUrl), ("play-store-url", playStoreUrl),
@@ -164,8 +169,12 @@ struct Serve: AsyncParsableCommand {
             throw refuse(error.description)
         }
         #if canImport(Glibc)
-            // Before anything is logged or printed: the process starts again with the setting.
-            if configuration.mallocTuning { MallocTunables.restartIfNeeded() }
+            // Before anything is logged or printed: the process starts again with the settings. NIO's
+            // event loops already run (Swift's tasks run on them), so their count takes a start too.
+            var environment: [String: String] = [:]
+            if configuration.mallocTuning { environment["GLIBC_TUNABLES"] = MallocTunables.wanted }
+            if let loops = configuration.eventLoops { environment["NIO_SINGLETON_GROUP_LOOP_COUNT"] = String(loops) }
+            StartEnvironment.restart(with: environment)
         #endif
         let logger = makeLogger("linkrelay", localTime: configuration.logLocalTime)
         if configuration.apiKeyGenerated {

@@ -48,10 +48,11 @@ struct ConfigurationTests {
         #expect(config.drainTimeout == 10)
         #expect(config.integratorName == "127.0.0.1")
         #expect(config.mallocTuning, "memory comes back after bursts unless turned off")
+        #expect(config.eventLoops == nil, "one event loop per core")
         #expect(!config.logLocalTime, "logs in UTC")
     }
 
-    @Test("glibc tuning is turned off, and local log times asked for, by flag or environment")
+    @Test("glibc tuning is turned off, the event loops counted, and local log times asked for, by flag or environment")
     func operatorSettings() throws {
         #expect(try !resolve(["malloc-tuning": ["off"]]).mallocTuning)
         #expect(try !resolve([:], ["LINKRELAY_MALLOC_TUNING": "off"]).mallocTuning)
@@ -61,6 +62,8 @@ struct ConfigurationTests {
         #expect(try !resolve(["log-time": ["utc"]]).logLocalTime)
         let empty = try resolve([:], ["LINKRELAY_MALLOC_TUNING": "", "LINKRELAY_CONFIRM_ON_PHONE": ""])
         #expect(empty.mallocTuning && !empty.confirmOnPhone, "an empty variable in an environment file is unset")
+        #expect(try resolve(["event-loops": ["1"]]).eventLoops == 1)
+        #expect(try resolve([:], ["LINKRELAY_EVENT_LOOPS": "4"]).eventLoops == 4)
     }
 
     @Test("The default public URL follows host and port")
@@ -314,6 +317,8 @@ struct ConfigurationTests {
         .init(flags: ["api-key": [key1 + ",tooshort"]], names: "--api-key"),
         .init(flags: ["limits": ["maybe"]], names: "--limits"),
         .init(flags: ["malloc-tuning": ["fast"]], names: "--malloc-tuning"),
+        .init(flags: ["event-loops": ["0"]], names: "--event-loops"),
+        .init(environment: ["LINKRELAY_EVENT_LOOPS": "two"], names: "--event-loops"),
         .init(flags: ["log-time": ["gmt"]], names: "--log-time"),
         .init(flags: ["public-url": ["ftp://x"]], names: "--public-url"),
         .init(flags: ["public-url": ["relay.example"]], names: "--public-url"),

@@ -153,6 +153,25 @@ struct MemoryTrimTests {
         #expect(ready.status == 200)
     }
 
+    @Test("--event-loops sets the threads that serve the connections, with the tuning kept and the process's name")
+    func relayProcessEventLoops() async throws {
+        let (relay, port) = try await PersistenceTests.start(ready: "event_loops=1", "LinkRelay listening") {
+            [
+                "serve", "--drain-delay", "0", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey,
+                "--event-loops", "1",
+            ]
+        }
+        defer { relay.stop() }
+        #expect(try await TestRelay.fetch(.GET, "http://127.0.0.1:\(port)/readyz").status == 200)
+        let pid = relay.process.processIdentifier
+        let environment = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/environ"))
+        let variables = environment.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        #expect(variables.contains("NIO_SINGLETON_GROUP_LOOP_COUNT=1"))
+        #expect(variables.contains { $0.hasPrefix("GLIBC_TUNABLES=") }, "one restart carries both settings")
+        let name = try String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)
+        #expect(name == "linkrelay\n", "named after its program, not /proc/self/exe")
+    }
+
     @Test("With --malloc-tuning off a relay process runs as it was started: GLIBC_TUNABLES left alone")
     func relayProcessUntuned() async throws {
         let (relay, port) = try await PersistenceTests.start(

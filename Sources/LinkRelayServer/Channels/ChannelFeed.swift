@@ -46,7 +46,14 @@ final class ChannelFeed {
         self.onStep = onStep
         let this = NIOLoopBound(self, eventLoop: eventLoop)
         listener = hub.listen(sessionID: sessionID, wakeAt: wakeAt) { signal in
-            eventLoop.execute { this.value.receive(signal) }
+            // Events committed on this loop (a landing on a connection of the same loop) are written at
+            // once, before the rest of the committing request's work (its answer): a reordering with a
+            // signal still queued is caught by the seq check, which then reads the store.
+            if case .events = signal, eventLoop.inEventLoop {
+                this.value.receive(signal)
+            } else {
+                eventLoop.execute { this.value.receive(signal) }
+            }
         }
         readStore()
     }
