@@ -10,11 +10,12 @@
 # at 3,000 a second from 127.0.1.X, each tapped once at RATE taps a second from 127.0.2.X (X: the run's
 # number). nchan runs on ../shared/bench's configuration with 19,990 worker connections instead of 19,000:
 # with 18,000 waiters and the taps' connections nginx ran out, closed connections it took for idle and left
-# the harness waiting. `--anchors` adds nchan held to the relay's contract (API.md) as a second anchor,
-# `nchan-contract`: a `: keep-alive`-like ping every 15 s on SSE, a ping every 20 s on WebSocket and
-# long-polls answered after 25 s, the waiting work that the shipped configuration leaves out. A run that has not ended in 10 minutes is stopped and counted as all failed. One JSON
-# line per run goes to scaling.jsonl in the directory printed; scaling-chart.py then draws the chart
-# (default Benchmarks/scaling.png) from the median of the rounds. A round takes about 11 minutes.
+# the harness waiting. `--anchors "shipped contract"` adds a second nchan, `nchan-contract`, held to the
+# waiting work API.md asks of the relay and the shipped configuration leaves out: a ping every 15 s on SSE,
+# every 20 s on WebSocket, long-polls answered after 25 s. A run that has not ended in 10 minutes is stopped
+# and counted as all failed. One JSON line per run goes to scaling.jsonl in the directory printed;
+# scaling-chart.py then draws the chart (default Benchmarks/scaling.png) from the median of the rounds. A
+# round takes about 11 minutes.
 # RELAY_FLAGS adds `serve` flags. Needs: apt-get install nginx libnginx-mod-nchan; pip install aiohttp uvloop
 # matplotlib.
 set -euo pipefail
@@ -54,8 +55,8 @@ stop() {
 trap stop EXIT
 
 # Runs waiters.py against TARGET ($1: relay or nchan, more arguments after it) with $transport and $n, and
-# appends its JSON line, with round, load average and $label as its target, to scaling.jsonl. A run in which waiters failed still counts (its line
-# says how many); one that timed out counts as every waiter failed.
+# appends its JSON line, with round, load average and $label as its target, to scaling.jsonl. A run in which
+# waiters failed still counts (its line says how many); one that timed out counts as every waiter failed.
 measure() {
     local target=$1 line
     shift
