@@ -16,7 +16,11 @@ extension NevisSandbox {
     /// previous fault and restarting its count. An empty fault clears it. Requests the replaced fault holds
     /// in a hang are dropped.
     public func setFault(_ fault: NevisFault, for endpoint: NevisEndpoint) throws(SandboxFaultError) {
-        try state.withLock { state throws(SandboxFaultError) in try state.faults.set(fault, for: endpoint) }
+        let refused = state.withLock { state -> SandboxFaultError? in
+            do throws(SandboxFaultError) { try state.faults.set(fault, for: endpoint) } catch { return error }
+            return nil
+        }
+        if let refused { throw refused }
         releaseHangs { $0 == endpoint.rawValue }
     }
 

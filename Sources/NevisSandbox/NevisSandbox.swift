@@ -1,7 +1,7 @@
 import Foundation
+import LinkRelaySupport
 import NevisAPI
 import ProveSandbox
-import Synchronization
 
 /// A simulator of Nevis's two out-of-band backends under `/sandbox/nevis/` (nevis-oob.md): Authentication
 /// Cloud (`api/v1/approval`, `api/v1/status`) and nevisFIDO (`nevisfido/token/dispatch/authentication`,
@@ -26,7 +26,7 @@ public final class NevisSandbox: Sendable {
     public let publicBaseURL: String
     public let tokenLifetime: TimeInterval
     let now: @Sendable () -> Date
-    let state = Mutex(State())
+    let state = Locked(State())
 
     /// Everything the sandbox keeps, behind one lock.
     struct State: Sendable {
