@@ -34,6 +34,16 @@ struct ChannelFeedTests {
             }
         }
 
+        /// A feed that has replayed what the store held: the waiting event.
+        func replayedFeed() -> ChannelFeed {
+            let feed = feed()
+            loop.run()
+            #expect(stepped == ["replayed [1]"])
+            return feed
+        }
+
+        var stepped: [String] { steps.withLock { $0 } }
+
         /// Stores the next events of the session (as a commit would) and returns them.
         mutating func commit(_ kinds: [SessionEvent.Kind]) async throws -> [SessionEvent] {
             let before = session.version
@@ -57,43 +67,39 @@ struct ChannelFeedTests {
     @Test("Events committed on the channel's own event loop are handed to it before the commit's caller goes on")
     func sameLoopEventsAtOnce() async throws {
         var fixture = try await Fixture()
-        let feed = fixture.feed()
+        let feed = fixture.replayedFeed()
         defer { feed.end() }
-        fixture.loop.run()
-        #expect(fixture.steps.withLock { $0 } == ["replayed [1]"])
 
         let tapped = try await fixture.commit([.tapped(asc: true)])
         fixture.hub.publish(sessionID: fixture.session.id, events: tapped)
-        #expect(fixture.steps.withLock { $0 } == ["replayed [1]", "events [2]"], "written before the landing's answer")
+        #expect(fixture.stepped == ["replayed [1]", "events [2]"], "written before the landing's answer")
     }
 
     @Test("Other signals on the loop's own thread still wait for the loop's queue")
     func otherSignalsQueued() async throws {
         let fixture = try await Fixture()
-        let feed = fixture.feed()
+        let feed = fixture.replayedFeed()
         defer { feed.end() }
-        fixture.loop.run()
         fixture.hub.beginShutdown()
-        #expect(fixture.steps.withLock { $0 } == ["replayed [1]"])
+        #expect(fixture.stepped == ["replayed [1]"])
         fixture.loop.run()
-        #expect(fixture.steps.withLock { $0 } == ["replayed [1]", "shutdown"])
+        #expect(fixture.stepped == ["replayed [1]", "shutdown"])
     }
 
     @Test("Events that skip a seq handed out elsewhere are read from the store, in order, once")
     func gapReadFromStore() async throws {
         var fixture = try await Fixture()
-        let feed = fixture.feed()
+        let feed = fixture.replayedFeed()
         defer { feed.end() }
-        fixture.loop.run()
 
         let tapped = try await fixture.commit([.tapped(asc: true)])
         let result = try await fixture.commit([.cancelled()])
         fixture.hub.publish(sessionID: fixture.session.id, events: result)
         fixture.loop.run()
-        #expect(fixture.steps.withLock { $0 } == ["replayed [1]", "events [2, 3]"])
+        #expect(fixture.stepped == ["replayed [1]", "events [2, 3]"])
         // The earlier signal, arriving late, repeats nothing.
         fixture.hub.publish(sessionID: fixture.session.id, events: tapped)
         fixture.loop.run()
-        #expect(fixture.steps.withLock { $0 } == ["replayed [1]", "events [2, 3]"])
+        #expect(fixture.stepped == ["replayed [1]", "events [2, 3]"])
     }
 }
