@@ -31,19 +31,19 @@ public struct Session: Codable, Sendable, Equatable {
     public var seenAuthIds: [String]
     /// A landing asked for the result and the verifier has not delivered it yet.
     public var verificationPending: Bool
-    public var result: SessionResult?
+    @Boxed public var result: SessionResult? = nil
     /// Nil for `desktop` (and for sessions stored before there were others).
     public var possessionType: PossessionType?
 
     public var possession: PossessionType { possessionType ?? .desktop }
     /// Set from the create on, for Pre-Fill sessions only.
-    public var prefill: PrefillProgress?
+    @Boxed public var prefill: PrefillProgress? = nil
     /// The tenant whose API key created it; nil for `default`, and for sessions stored before tenants.
     public var tenant: String?
     /// When its terminal event came: ended sessions are deleted `--retention` days later.
     public var endedAt: Date?
     /// Set from the create on, for Nevis sessions only.
-    public var nevis: NevisOperation?
+    @Boxed public var nevis: NevisOperation? = nil
 
     /// The tenant it belongs to: only that tenant's keys see it.
     public var owner: String { tenant ?? Tenant.defaultName }
