@@ -356,6 +356,62 @@ struct EmbeddedChannelTests {
         #expect(!connection.isOpen)
     }
 
+    /// While a channel holds the connection it keeps no HTTP decoder: the memory each waiting desktop
+    /// costs (docs/memory.md).
+    static func expectNoDecoder(_ connection: EmbeddedConnection, sourceLocation: SourceLocation = #_sourceLocation) {
+        let pipeline = connection.channel.pipeline.syncOperations
+        #expect(
+            (try? pipeline.handler(type: ByteToMessageHandler<RequestDecoder>.self)) == nil
+                && (try? pipeline.handler(type: HTTPServerPipelineHandler.self)) == nil,
+            sourceLocation: sourceLocation)
+    }
+
+    @Test(
+        "A held SSE stream or long-poll reads no more requests: a byte, or a request sent behind the channel's, closes it",
+        arguments: ["events", "poll"], [false, true])
+    func heldChannelTakesNoMoreRequests(kind: String, pipelined: Bool) async throws {
+        let (relay, target) = try await Self.session(kind)
+        let connection = try EmbeddedConnection(relay)
+        let request = "GET \(target)&after=1 HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"
+        try connection.send(request + (pipelined ? "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" : ""))
+        connection.loop.run()
+        if pipelined {
+            #expect(!connection.isOpen)
+            #expect(!(try connection.received()).contains("HTTP/1.1 200 OK\r\nContent-Type: application/json"))
+            return
+        }
+        #expect(connection.isOpen)
+        Self.expectNoDecoder(connection)
+        _ = try connection.received()
+        try connection.send("G")
+        connection.loop.run()
+        #expect(!connection.isOpen)
+        #expect(!(try connection.received()).contains("HTTP/1.1"))
+    }
+
+    @Test(
+        "A held long-poll's answer gives its connection back its decoder, or closes it after a graceful shutdown began",
+        arguments: [false, true])
+    func heldLongPollAnswered(quiescing: Bool) async throws {
+        let (relay, target) = try await Self.session("poll")
+        let connection = try EmbeddedConnection(relay)
+        try connection.send("GET \(target)&after=1&timeout=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        connection.loop.run()
+        #expect(try connection.received().isEmpty)
+        Self.expectNoDecoder(connection)
+        if quiescing { connection.channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+        // The poll's timeout passes (the hub's clock, as its heartbeat ticks it): an empty answer, and the
+        // connection is kept.
+        _ = relay.hub.tick(now: relay.clock.now().addingTimeInterval(2))
+        connection.loop.run()
+        let answer = try connection.received()
+        #expect(answer.hasPrefix("HTTP/1.1 200") && answer.contains(#""events":[]"#), "\(answer)")
+        #expect(connection.isOpen == !quiescing)
+        if quiescing { return }
+        try connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(try connection.received().hasPrefix("HTTP/1.1 200"))
+    }
+
     @Test(
         "A WebSocket takes over the connection: 101, the stored events as text, and a frame RFC 6455 forbids closes with 1002"
     )

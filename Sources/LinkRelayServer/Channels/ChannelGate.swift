@@ -84,7 +84,7 @@ struct ChannelGate: Sendable {
                 timeout = value
             }
             return ChannelAdmission(
-                session: session, cursor: cursor, pollTimeout: timeout,
+                session, cursor: cursor, pollTimeout: timeout,
                 headers: corsHeaders(origin, tenant: session.owner))
         }
     }

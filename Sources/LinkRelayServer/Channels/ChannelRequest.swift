@@ -11,9 +11,10 @@ struct ChannelRequest: Sendable {
     static let maximumPollTimeout = 55
 }
 
-/// What a channel may start with, once the gate let it through.
+/// What a channel may start with, once the gate let it through. A channel keeps it while it is open, so
+/// it holds only what the channel needs, not the session it was read from (docs/memory.md).
 struct ChannelAdmission: Sendable {
-    let session: Session
+    let sessionID: String
     /// The last event the client has: `?after=N`, or SSE's `Last-Event-ID`, else 0.
     let cursor: Int
     /// How long a long-poll may wait, in seconds (`?timeout=`).
@@ -21,6 +22,15 @@ struct ChannelAdmission: Sendable {
     /// CORS headers for the answer.
     let headers: HTTPHeaders
 
-    /// The session has ended and the client already has its every event: nothing will ever come.
-    var hasEverything: Bool { session.state.isTerminal && cursor >= session.lastSeq }
+    /// The session had ended when it was read, and the client already has its every event: nothing will
+    /// ever come.
+    let hasEverything: Bool
+
+    init(_ session: Session, cursor: Int, pollTimeout: Int, headers: HTTPHeaders) {
+        sessionID = session.id
+        self.cursor = cursor
+        self.pollTimeout = pollTimeout
+        self.headers = headers
+        hasEverything = session.state.isTerminal && cursor >= session.lastSeq
+    }
 }

@@ -67,7 +67,7 @@ final class ChannelsController: Sendable {
             headers.add(name: "Cache-Control", value: "no-store")
             return .answered(Answer(status: .ok, headers: headers))
         }
-        guard let slot = limits.openChannel(sessionID: admission.session.id, client: limits.client(request)) else {
+        guard let slot = limits.openChannel(sessionID: admission.sessionID, client: limits.client(request)) else {
             return .refused(LimitExceeded())
         }
         if let webSocketKey { return .webSocket(key: webSocketKey, admission, slot) }

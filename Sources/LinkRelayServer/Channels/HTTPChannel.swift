@@ -42,7 +42,7 @@ final class HTTPChannel {
             wakeAt = admission.pollTimeout > 0 ? now.addingTimeInterval(TimeInterval(admission.pollTimeout)) : nil
         }
         feed = ChannelFeed(
-            store: services.store, hub: services.hub, eventLoop: context.eventLoop, sessionID: admission.session.id,
+            store: services.store, hub: services.hub, eventLoop: context.eventLoop, sessionID: admission.sessionID,
             cursor: admission.cursor, wakeAt: wakeAt, onStep: onStep)
     }
 
@@ -50,6 +50,11 @@ final class HTTPChannel {
     /// channel and ends the answer).
     func handle(_ step: ChannelFeed.Step, _ context: ChannelHandlerContext) -> Bool {
         transport == .sse ? eventStreamStep(step, context) : pollStep(step, context)
+    }
+
+    /// The connection closes once the answer is out (the relay is shutting down).
+    func closeAfterAnswer() {
+        keepAlive = false
     }
 
     /// Unsubscribes and gives back the channel's place; safe to call more than once.

@@ -83,7 +83,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         services.metrics.channelOpened(.websocket)
         feed = ChannelFeed(
-            store: services.store, hub: services.hub, eventLoop: context.eventLoop, sessionID: admission.session.id,
+            store: services.store, hub: services.hub, eventLoop: context.eventLoop, sessionID: admission.sessionID,
             cursor: admission.cursor,
             wakeAt: ChannelServices.firstWake(after: services.pingInterval, from: services.clock.now())
         ) { [weak self] step in self?.step(step, context) }

@@ -157,13 +157,18 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         // without upgraders (the relay answers WebSocket handshakes itself, on any request of a
         // connection). No protocol-error handler: the front door answers what NIO cannot parse.
         let encoder = HTTPResponseEncoder(configuration: .init())
-        let decoder = ByteToMessageHandler(RequestDecoder(limits: headLimits))
-        let pipelining = HTTPServerPipelineHandler()
+        let (decoder, pipelining) = requestHandlers()
         let upgrades = HTTPServerUpgradeHandler(
             upgraders: [], httpEncoder: encoder, extraHTTPHandlers: [decoder, pipelining]
         ) { _ in }
         try channel.pipeline.syncOperations.addHandlers([encoder, decoder, pipelining, upgrades])
         try channel.pipeline.syncOperations.addHandler(FrontDoor(services: services, reads: reads))
+    }
+
+    /// The handlers that read requests: `ChannelHold` takes them out while a channel holds the connection,
+    /// and puts new ones back.
+    static func requestHandlers() -> (ByteToMessageHandler<RequestDecoder>, HTTPServerPipelineHandler) {
+        (ByteToMessageHandler(RequestDecoder(limits: headLimits)), HTTPServerPipelineHandler())
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -232,6 +237,8 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
+            // A request sent behind a channel's, as the channel's hold takes the decoding out (`ChannelHold`).
+            if case .channel = state { return close(context) }
             guard case .idle = state else { return }
             reads.headReceived()
             route = ResponseWriter.unmatched
@@ -419,6 +426,9 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
             }
             return
         }
+        // The pipelining handler, which closes a connection once its answer is out, is away while a channel
+        // holds the connection (`ChannelHold`).
+        if event is ChannelShouldQuiesceEvent, case .channel(let channel) = state { channel.closeAfterAnswer() }
         context.fireUserInboundEventTriggered(event)
     }
 
@@ -531,6 +541,7 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
                     transport, admission, slot, keepAlive: keepAlive, services: services.channelServices,
                     route: route, context: context
                 ) { [weak self] step in self?.channelStep(step, context) })
+            ChannelHold.begin(context)
         }
     }
 
@@ -539,5 +550,6 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         channel.close()
         becomeIdle(context)
         services.writer.end(keepAlive: channel.keepAlive, context)
+        if channel.keepAlive { ChannelHold.end(context) }
     }
 }
