@@ -31,7 +31,11 @@ struct RelayServer: Service, CustomStringConvertible {
     /// A connection's socket reads: at most 4 KiB each (NIO's default grows to 64 KiB). No request the
     /// relay takes needs larger, and 1,800 unfinished 32 KiB heads held 120 MiB with 4 KiB reads against
     /// 149 MiB with NIO's default (`Benchmarks/heads.py`, docs/front-door.md, Bounded before read).
-    static let reads = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 4096)
+    ///
+    /// The first read is 512 bytes: NIO keeps each connection's read buffer for its next read, for as long
+    /// as the connection is open, so a waiting channel holds it for the whole hold. A backend's request fits
+    /// in 512; a browser's head, larger, is read on at once into the same buffer grown to its size.
+    static let reads = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 4096)
 
     /// How ServiceLifecycle logs it: the address, not everything the connections are served with (its
     /// pages, whose demo text holds a sandbox phone number, among them).
