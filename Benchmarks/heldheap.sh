@@ -44,7 +44,7 @@ kill -9 "$relay"
 until grep -q "Heaptrack finished" "$dir/heaptrack.log"; do sleep 0.2; done
 
 heaptrack_print -f "$out.zst" --print-leaks 1 --print-peaks 0 --print-allocators 0 --print-temporary 0 \
-    --print-histogram 0 --merge-backtraces 0 -n 150 2>/dev/null | python3 -c '
+    --merge-backtraces 0 -n 150 2>/dev/null | python3 -c '
 import re, subprocess, sys
 n = int(sys.argv[1])
 sites, site = [], None
