@@ -376,8 +376,9 @@ struct EmbeddedChannelTests {
         try connection.send(request + (pipelined ? "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" : ""))
         connection.loop.run()
         if pipelined {
+            // At most the stream's own head went out: the pipelined request got no answer.
             #expect(!connection.isOpen)
-            #expect(!(try connection.received()).contains("HTTP/1.1 200 OK\r\nContent-Type: application/json"))
+            #expect(try connection.received().components(separatedBy: "HTTP/1.1 ").count <= 2)
             return
         }
         #expect(connection.isOpen)
@@ -400,8 +401,8 @@ struct EmbeddedChannelTests {
         #expect(try connection.received().isEmpty)
         Self.expectNoDecoder(connection)
         if quiescing { connection.channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
-        // The poll's timeout passes (the hub's clock, as its heartbeat ticks it): an empty answer, and the
-        // connection is kept.
+        // The poll's timeout passes (the hub's clock, as its heartbeat ticks it): an empty answer, after
+        // which the connection takes the next request, or closes once a shutdown has begun.
         _ = relay.hub.tick(now: relay.clock.now().addingTimeInterval(2))
         connection.loop.run()
         let answer = try connection.received()
