@@ -32,9 +32,12 @@ public final class Locked<Value>: @unchecked Sendable {
     /// The value as it is now.
     public var value: Value { withLock { $0 } }
 
-    /// Runs `body` with the value, holding the lock. Never await or block in `body`.
+    /// Runs `body` with the value, holding the lock. Never await or block in `body`. Throws what `body`
+    /// throws, typed as `body` types it.
     @inlinable
-    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    public func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure)
+        -> Result
+    {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&guarded)

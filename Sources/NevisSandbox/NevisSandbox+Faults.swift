@@ -16,11 +16,7 @@ extension NevisSandbox {
     /// previous fault and restarting its count. An empty fault clears it. Requests the replaced fault holds
     /// in a hang are dropped.
     public func setFault(_ fault: NevisFault, for endpoint: NevisEndpoint) throws(SandboxFaultError) {
-        let refused = state.withLock { state -> SandboxFaultError? in
-            do throws(SandboxFaultError) { try state.faults.set(fault, for: endpoint) } catch { return error }
-            return nil
-        }
-        if let refused { throw refused }
+        try state.withLock { state throws(SandboxFaultError) in try state.faults.set(fault, for: endpoint) }
         releaseHangs { $0 == endpoint.rawValue }
     }
 
