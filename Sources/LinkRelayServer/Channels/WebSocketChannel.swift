@@ -66,14 +66,9 @@ final class WebSocketChannelHandler: ChannelInboundHandler {
                 ], position: .after(context.handler))
             pipeline.removeHandler(context: context, promise: nil)
             pipeline.removeHandler(try pipeline.handler(type: ReadClock.self), promise: nil)
-            pipeline.removeHandler(try pipeline.handler(type: HTTPServerPipelineHandler.self), promise: nil)
-            if let upgrades = try? pipeline.handler(type: HTTPServerUpgradeHandler.self) {
-                pipeline.removeHandler(upgrades, promise: nil)
-            }
             pipeline.removeHandler(try pipeline.handler(type: HTTPResponseEncoder.self), promise: nil)
-            // Last, so that what the client sent after its request reaches the frame decoder.
-            pipeline.removeHandler(
-                try pipeline.handler(type: ByteToMessageHandler<RequestDecoder>.self), promise: nil)
+            // What the client sent after its request reaches the frame decoder.
+            try FrontDoor.removeRequestHandlers(pipeline)
         } catch {
             slot.release()
             context.close(promise: nil)

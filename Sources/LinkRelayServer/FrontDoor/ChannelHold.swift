@@ -1,5 +1,4 @@
 import NIOCore
-import NIOHTTP1
 
 /// While a long-poll or an event stream holds its connection, the connection reads no HTTP: NIO's decoder
 /// and its pipelining and upgrade handlers give way to this handler, about 1.9 KiB less for each channel
@@ -19,13 +18,7 @@ final class ChannelHold: ChannelInboundHandler, RemovableChannelHandler {
         do {
             let decoder = try pipeline.handler(type: ByteToMessageHandler<RequestDecoder>.self)
             try pipeline.addHandler(ChannelHold(), position: .after(decoder))
-            pipeline.removeHandler(try pipeline.handler(type: HTTPServerPipelineHandler.self), promise: nil)
-            // NIO's upgrade handler takes itself out after the connection's first request.
-            if let upgrades = try? pipeline.handler(type: HTTPServerUpgradeHandler.self) {
-                pipeline.removeHandler(upgrades, promise: nil)
-            }
-            // Last: bytes it has not decoded yet reach this handler.
-            pipeline.removeHandler(decoder, promise: nil)
+            try FrontDoor.removeRequestHandlers(pipeline)
         } catch {
             context.close(promise: nil)
         }

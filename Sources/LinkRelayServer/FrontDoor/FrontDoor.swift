@@ -171,6 +171,17 @@ final class FrontDoor: ChannelInboundHandler, RemovableChannelHandler {
         (ByteToMessageHandler(RequestDecoder(limits: headLimits)), HTTPServerPipelineHandler())
     }
 
+    /// Takes the handlers that read requests out of `pipeline`, and NIO's upgrade handler if it is still
+    /// there (it takes itself out after a connection's first request). The decoder goes last, so that
+    /// bytes it has not decoded yet reach the handler after it.
+    static func removeRequestHandlers(_ pipeline: ChannelPipeline.SynchronousOperations) throws {
+        pipeline.removeHandler(try pipeline.handler(type: HTTPServerPipelineHandler.self), promise: nil)
+        if let upgrades = try? pipeline.handler(type: HTTPServerUpgradeHandler.self) {
+            pipeline.removeHandler(upgrades, promise: nil)
+        }
+        pipeline.removeHandler(try pipeline.handler(type: ByteToMessageHandler<RequestDecoder>.self), promise: nil)
+    }
+
     func handlerAdded(context: ChannelHandlerContext) {
         // A new connection sends its first request's head within the header timeout.
         idleSince = context.eventLoop.now
