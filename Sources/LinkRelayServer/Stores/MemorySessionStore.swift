@@ -10,8 +10,16 @@ final class MemorySessionStore: RelayStore {
         var byLinkKey: [String: String] = [:]
         var byIdempotencyKey: [String: String] = [:]
         var webhooks: [String: WebhookMessage] = [:]
+        /// The ids of the pending messages: claims look through these, not through the delivered and
+        /// failed ones kept for the listing (tens of thousands after an hour at a few a second).
+        var pending: Set<String> = []
         /// Claimed messages, until when: `makeRetriesDue` leaves them to their sender.
         var leases: [String: Date] = [:]
+
+        mutating func put(_ message: WebhookMessage) {
+            webhooks[message.id] = message
+            if message.state == .pending { pending.insert(message.id) } else { pending.remove(message.id) }
+        }
     }
 
     private let state = Locked(State())
@@ -46,7 +54,7 @@ final class MemorySessionStore: RelayStore {
             guard state.sessions[session.id]?.version == expectedVersion else { return false }
             state.sessions[session.id] = session
             state.events[session.id, default: []].append(contentsOf: events)
-            for message in messages { state.webhooks[message.id] = message }
+            for message in messages { state.put(message) }
             return true
         }
         if stored { committed() }
@@ -109,8 +117,8 @@ final class MemorySessionStore: RelayStore {
         -> [WebhookMessage]
     {
         state.withLock { state in
-            let due = state.webhooks.values.filter {
-                $0.tenant == tenant && $0.state == .pending && $0.nextAttemptAt <= now
+            let due = state.pending.compactMap { state.webhooks[$0] }.filter {
+                $0.tenant == tenant && $0.nextAttemptAt <= now
             }
             .sorted { ($0.nextAttemptAt, WebhookCursor($0)) < ($1.nextAttemptAt, WebhookCursor($1)) }.prefix(limit)
             return due.map { message in
@@ -124,7 +132,7 @@ final class MemorySessionStore: RelayStore {
     func recordWebhookAttempts(_ messages: [WebhookMessage]) async throws {
         state.withLock { state in
             for message in messages where state.webhooks[message.id] != nil {
-                state.webhooks[message.id] = message
+                state.put(message)
                 state.leases[message.id] = nil
             }
         }
@@ -140,9 +148,8 @@ final class MemorySessionStore: RelayStore {
 
     func makeRetriesDue(tenant: String, now: Date) async throws -> Int {
         state.withLock { state in
-            let waiting = state.webhooks.values.filter {
-                $0.tenant == tenant && $0.state == .pending && $0.nextAttemptAt > now
-                    && (state.leases[$0.id].map { $0 <= now } ?? true)
+            let waiting = state.pending.compactMap { state.webhooks[$0] }.filter {
+                $0.tenant == tenant && $0.nextAttemptAt > now && (state.leases[$0.id].map { $0 <= now } ?? true)
             }
             for message in waiting { state.webhooks[message.id]?.nextAttemptAt = message.createdAt }
             return waiting.count
@@ -151,17 +158,18 @@ final class MemorySessionStore: RelayStore {
 
     func retryWebhook(id: String, tenant: String, now: Date) async throws -> WebhookMessage? {
         state.withLock { state in
-            guard state.webhooks[id]?.tenant == tenant else { return nil }
-            state.webhooks[id]?.state = .pending
-            state.webhooks[id]?.nextAttemptAt = now
-            return state.webhooks[id]
+            guard var message = state.webhooks[id], message.tenant == tenant else { return nil }
+            message.state = .pending
+            message.nextAttemptAt = now
+            state.put(message)
+            return message
         }
     }
 
     func webhookBacklog() async throws -> WebhookBacklog {
         state.withLock { state in
-            let pending = state.webhooks.values.filter { $0.state == .pending }
-            return WebhookBacklog(pending: pending.count, oldestPending: pending.map(\.createdAt).min())
+            let oldest = state.pending.compactMap { state.webhooks[$0]?.createdAt }.min()
+            return WebhookBacklog(pending: state.pending.count, oldestPending: oldest)
         }
     }
 
