@@ -21,33 +21,33 @@ import time
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def name_of(pid: str) -> str | None:
+def process(pid: str) -> tuple[str, float] | None:
+    """The process's name and the CPU seconds it has used; None for a kernel thread."""
     with open(f"/proc/{pid}/stat") as f:
         stat = f.read()
-    comm = stat[stat.index("(") + 1 : stat.rindex(")")]
     with open(f"/proc/{pid}/cmdline") as f:
         argv = f.read().split("\0")
     if not argv[0]:
-        return None  # a kernel thread
+        return None
+    comm, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+    seconds = (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
     if comm.startswith("python"):
-        return os.path.basename(argv[1]) if len(argv) > 1 else comm
+        return (os.path.basename(argv[1]) if len(argv) > 1 else comm), seconds
     if len(argv) > 1 and argv[1] in ("serve", "sandbox"):
         port = argv[argv.index("--port") + 1] if "--port" in argv[:-1] else ""
-        return f"linkrelay {argv[1]} {port}".rstrip()
-    return comm
+        return f"linkrelay {argv[1]} {port}".rstrip(), seconds
+    return comm, seconds
 
 
 def sample() -> collections.Counter:
     used = collections.Counter()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            name = name_of(pid)
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            found = process(pid)
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
-        if name:
-            used[name] += (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+        if found:
+            used[found[0]] += found[1]
     return used
 
 
