@@ -16,6 +16,8 @@ final class MemorySessionStore: RelayStore {
         /// Claimed messages, until when: `makeRetriesDue` leaves them to their sender.
         var leases: [String: Date] = [:]
 
+        var pendingMessages: [WebhookMessage] { pending.compactMap { webhooks[$0] } }
+
         mutating func put(_ message: WebhookMessage) {
             webhooks[message.id] = message
             if message.state == .pending { pending.insert(message.id) } else { pending.remove(message.id) }
@@ -117,7 +119,7 @@ final class MemorySessionStore: RelayStore {
         -> [WebhookMessage]
     {
         state.withLock { state in
-            let due = state.pending.compactMap { state.webhooks[$0] }.filter {
+            let due = state.pendingMessages.filter {
                 $0.tenant == tenant && $0.nextAttemptAt <= now
             }
             .sorted { ($0.nextAttemptAt, WebhookCursor($0)) < ($1.nextAttemptAt, WebhookCursor($1)) }.prefix(limit)
@@ -148,7 +150,7 @@ final class MemorySessionStore: RelayStore {
 
     func makeRetriesDue(tenant: String, now: Date) async throws -> Int {
         state.withLock { state in
-            let waiting = state.pending.compactMap { state.webhooks[$0] }.filter {
+            let waiting = state.pendingMessages.filter {
                 $0.tenant == tenant && $0.nextAttemptAt > now && (state.leases[$0.id].map { $0 <= now } ?? true)
             }
             for message in waiting { state.webhooks[message.id]?.nextAttemptAt = message.createdAt }
@@ -168,7 +170,7 @@ final class MemorySessionStore: RelayStore {
 
     func webhookBacklog() async throws -> WebhookBacklog {
         state.withLock { state in
-            let oldest = state.pending.compactMap { state.webhooks[$0]?.createdAt }.min()
+            let oldest = state.pendingMessages.map(\.createdAt).min()
             return WebhookBacklog(pending: state.pending.count, oldestPending: oldest)
         }
     }
