@@ -40,7 +40,7 @@ public struct JSONDuplicateKey: Sendable, Equatable {
 
     /// The text as UTF-8: as it is, unless its first bytes show UTF-16 or UTF-32 (RFC 4627 §3: the NUL
     /// bytes that an ASCII first character leaves, or a byte order mark).
-    private static func utf8(_ data: Data) -> [UInt8] {
+    static func utf8(_ data: Data) -> [UInt8] {
         let bytes = [UInt8](data)
         guard bytes.count >= 2 else { return bytes }
         let head = Array(bytes.prefix(4)) + [UInt8](repeating: 1, count: max(0, 4 - bytes.count))

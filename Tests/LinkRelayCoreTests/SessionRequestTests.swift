@@ -59,9 +59,45 @@ struct SessionRequestTests {
         #expect(Self.validate(String(repeating: "x", count: 64 * 1024)) == .failure(.tooLarge))
     }
 
-    @Test(arguments: ["", "{", "[]", "null", "\"phoneNumber\"", "42", "{\"phoneNumber\":}", "{} {}", "\u{FEFF}"])
+    @Test(arguments: ["[]", "null", "\"phoneNumber\"", "42"])
     func notAJSONObject(_ body: String) {
         #expect(Self.validate(body) == .failure(.malformed("The body must be a JSON object.")))
+    }
+
+    /// What Foundation's decoder takes beyond RFC 8259 is refused too, with where it breaks.
+    @Test(arguments: [
+        ("", "the end of the body at line 1, column 1"),
+        ("{", "the end of the body where a key belongs at line 1, column 2"),
+        ("{\"phoneNumber\":}", "\"}\" at line 1, column 16"),
+        ("{} {}", "text after the JSON value at line 1, column 4"),
+        ("\u{FEFF}{}", "the byte 0xEF at line 1, column 1"),
+        ("{\"phoneNumber\":\"2001004014\",}", "a trailing comma at line 1, column 29"),
+        ("{\n  \"phoneNumber\": \"2001004014\",\n}", "a trailing comma at line 3, column 1"),
+        ("{\"holdSeconds\":[60,]}", "a trailing comma at line 1, column 20"),
+        ("{/* c */\"phoneNumber\":\"2001004014\"}", "a comment where a key belongs at line 1, column 2"),
+        ("{\"holdSeconds\":NaN}", "NaN or Infinity at line 1, column 16"),
+        ("{\"holdSeconds\":-Infinity}", "NaN or Infinity at line 1, column 17"),
+        ("{'phoneNumber':'2001004014'}", "a single quote where a key belongs at line 1, column 2"),
+        ("{\"holdSeconds\":060}", "a number with a leading zero at line 1, column 16"),
+        ("{\"smsMessage\":\"\\ud800 ####\"}", "a lone surrogate at line 1, column 16"),
+        ("{\"smsMessage\":\"\\udc00 ####\"}", "a lone surrogate at line 1, column 16"),
+        ("{\"smsMessage\":\"é\t####\"}", "a control character in a string at line 1, column 17"),
+        ("{\"smsMessage\":\"\\x41\"}", "the escape \\x at line 1, column 17"),
+        ("{\"rebind\":tru}", "a word other than true, false or null at line 1, column 11"),
+    ])
+    func notStrictJSON(_ body: String, _ found: String) {
+        #expect(
+            Self.validate(body)
+                == .failure(.malformedJSON("The body is not valid JSON (RFC 8259): \(found).")))
+    }
+
+    @Test func strictJSONTakesWhatRFC8259Allows() {
+        let body =
+            #" { "phoneNumber" : "2001004014" , "smsMessage": "\ud83d\ude00 \u00e9\/ ####", "holdSeconds": 6e1 } "#
+        #expect(StrictJSON.check(Data(body.utf8)) == nil)
+        for value in ["0", "-0.5", "1E+2", "[]", "{}", "[[[]]]", "\"\"", "true", "null", "[1,2,{\"a\":[false]}]"] {
+            #expect(StrictJSON.check(Data(value.utf8)) == nil, "\(value)")
+        }
     }
 
     @Test func unknownFieldsAreNamedSorted() {
