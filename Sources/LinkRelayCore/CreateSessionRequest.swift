@@ -80,6 +80,8 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
     public enum Rejection: Error, Sendable, Equatable {
         /// More than ``maximumBodySize`` bytes (413).
         case tooLarge
+        /// Not RFC 8259 JSON (400 `malformed_json`); the detail names the line and column.
+        case malformedJSON(String)
         /// Not a JSON object, or a field this API does not know (400); the detail says which.
         case malformed(String)
         /// A JSON object with known fields, some of them invalid (422); never empty.
@@ -220,22 +222,44 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
         return .success(request)
     }
 
+    /// Unicode's bidirectional controls (UAX #9): embeddings, overrides, isolates and marks.
+    static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
+        (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
+            || [0x200E, 0x200F, 0x061C].contains(scalar.value)
+    }
+
+    /// A scalar that shows: not a space, a format character (zero-width ones, U+FEFF), a control, or a
+    /// mark or variation selector that only changes another.
+    static func isVisible(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .format, .control, .spaceSeparator, .lineSeparator, .paragraphSeparator, .nonspacingMark,
+            .enclosingMark, .unassigned, .surrogate, .privateUse:
+            false
+        default: !scalar.properties.isWhitespace && !scalar.properties.isDefaultIgnorableCodePoint
+        }
+    }
+
     /// The Nevis fields: who approves (a username, a user id, or neither for usernameless, which only a QR
     /// code or a link can reach), what the app shows, and the channel.
     private static func validateNevis(
         _ object: [String: JSONValue], into request: inout CreateSessionRequest, errors: inout [FieldError]
     ) {
+        // What the phone shows must be what the backend sent: no control characters, no bidirectional
+        // controls (U+202E would show text backwards), and something visible (not only zero-width marks).
         func text(_ name: String, maxLength: Int, newlines: Bool = false) -> String? {
             guard let value = object[name], value != .null else { return nil }
             guard case .string(let text) = value, (1...maxLength).contains(text.count),
                 !text.unicodeScalars.contains(where: {
-                    $0.properties.generalCategory == .control && !(newlines && $0 == "\n")
-                })
+                    ($0.properties.generalCategory == .control && !(newlines && $0 == "\n")) || isBidiControl($0)
+                }),
+                text.unicodeScalars.contains(where: isVisible)
             else {
                 errors.append(
                     .init(
-                        field: name, message: "must be text of 1 to \(maxLength) characters without control characters")
-                )
+                        field: name,
+                        message:
+                            "must be visible text of 1 to \(maxLength) characters without control or bidirectional characters"
+                    ))
                 return nil
             }
             return text
@@ -272,6 +296,8 @@ public struct CreateSessionRequest: Codable, Sendable, Equatable {
     /// unknown fields). Every API body is read so.
     static func jsonObject(_ data: Data, knownFields: Set<String>) -> Result<[String: JSONValue], Rejection> {
         guard data.count <= maximumBodySize else { return .failure(.tooLarge) }
+        // The decoder takes more than RFC 8259 (a trailing comma, for one); another reader may not.
+        if let broken = StrictJSON.check(data) { return .failure(.malformedJSON(broken.detail)) }
         guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: data) else {
             return .failure(.malformed("The body must be a JSON object."))
         }

@@ -11,6 +11,9 @@ struct NevisRequestTests {
         CreateSessionRequest.validate(Data(body.utf8), maximumHold: 600)
     }
 
+    static let messageRule =
+        "must be visible text of 1 to 500 characters without control or bidirectional characters"
+
     static func invalid(_ errors: (String, String)...) -> CreateSessionRequest.Rejection {
         .invalid(errors.map { .init(field: $0.0, message: $0.1) })
     }
@@ -52,14 +55,38 @@ struct NevisRequestTests {
             Self.create(#"{"flow":"nevis","username":"","message":"\#(long)","userId":"42","channel":"sms"}"#)
                 == .failure(
                     Self.invalid(
-                        ("username", "must be text of 1 to 256 characters without control characters"),
-                        ("message", "must be text of 1 to 500 characters without control characters"),
+                        (
+                            "username",
+                            "must be visible text of 1 to 256 characters without control or bidirectional characters"
+                        ),
+                        ("message", Self.messageRule),
                         ("userId", "must be a UUID"), ("userId", "give username or userId, not both"),
                         ("channel", "must be app or push"))))
         #expect(
             Self.create(#"{"flow":"nevis","message":"Pay\u0007 now"}"#)
                 == .failure(
-                    Self.invalid(("message", "must be text of 1 to 500 characters without control characters"))))
+                    Self.invalid(("message", Self.messageRule))))
+        // Text on the phone cannot be spoofed: no bidirectional controls, and something visible.
+        for message in [
+            #"Pay CHF 12 to \u202Eevil\u202C"#, "Pay \u{2066}CHF\u{2069} 12", "\u{200F}Approve",
+            "\u{200B}\u{200D}\u{FEFF}",
+            "  \u{2060} ", "\u{0301}\u{FE0F}",
+        ] {
+            let body = #"{"flow":"nevis","message":"\#(message)"}"#
+            #expect(Self.create(body) == .failure(Self.invalid(("message", Self.messageRule))), "\(body)")
+        }
+        #expect(
+            Self.create(#"{"flow":"nevis","username":"\u202Eecila"}"#)
+                == .failure(
+                    Self.invalid(
+                        (
+                            "username",
+                            "must be visible text of 1 to 256 characters without control or bidirectional characters"
+                        ))))
+        // Arabic, Hebrew and emoji with their joiners show as written.
+        for message in ["ادفع 12 فرنك؟", "לאשר תשלום?", "👩‍💻 Approve?", "é\u{0301}"] {
+            #expect((try? Self.create(#"{"flow":"nevis","message":"\#(message)"}"#).get().message) == message)
+        }
         // A push goes to a user's device: there is no usernameless push.
         #expect(
             Self.create(#"{"flow":"nevis","channel":"push"}"#)
