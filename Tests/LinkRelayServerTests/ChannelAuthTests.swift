@@ -52,42 +52,52 @@ struct ChannelAuthTests {
 
     // MARK: - SSE and long-poll
 
-    @Test("A missing channel token is 401", arguments: AuthChannelRoute.allCases)
+    @Test(
+        "A missing channel token is 401 channel_token_required, decided before any lookup",
+        arguments: AuthChannelRoute.allCases)
     func missingToken(route: AuthChannelRoute) async throws {
         try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
             let answer = try await relay.channel(route, session: created.sessionId)
             try expectChannelProblem(answer, status: 401)
             #expect(answer.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
+            #expect(try answer.problem().code == "channel_token_required")
+            let unknown = try await relay.channel(route, session: "ses_doesnotexist")
+            #expect(unknown.status == 401 && unknown.body == answer.body)
         }
     }
 
-    @Test("A wrong channel token is 401, as a query or a Bearer header", arguments: AuthChannelRoute.allCases)
+    @Test(
+        "A wrong channel token, as a query or a Bearer header, is the unknown session's 404",
+        arguments: AuthChannelRoute.allCases)
     func wrongToken(route: AuthChannelRoute) async throws {
         try await TestRelay.run(socket: true) { relay in
             let created = try await relay.createSession()
+            let unknown = try await relay.channel(route, session: "ses_doesnotexist", query: "token=x")
+            try expectChannelProblem(unknown, status: 404)
             let wrong = "not-the-token-0123456789abcdefghij"
             let viaQuery = try await relay.channel(route, session: created.sessionId, query: "token=\(wrong)")
-            try expectChannelProblem(viaQuery, status: 401)
-            #expect(!viaQuery.body.contains(wrong))
             let viaHeader = try await relay.channel(
                 route, session: created.sessionId, headers: [("Authorization", "Bearer \(wrong)")])
-            try expectChannelProblem(viaHeader, status: 401)
-            #expect(!viaHeader.body.contains(wrong))
             // The API key is not a channel token either.
             let apiKey = try await relay.channel(
                 route, session: created.sessionId, headers: [("Authorization", "Bearer \(TestRelay.apiKey)")])
-            try expectChannelProblem(apiKey, status: 401)
+            for answer in [viaQuery, viaHeader, apiKey] {
+                try expectChannelProblem(answer, status: 404)
+                #expect(answer.body == unknown.body)
+                #expect(answer.headers.map(\.0).sorted() == unknown.headers.map(\.0).sorted())
+                #expect(!answer.body.contains(wrong))
+            }
         }
     }
 
-    @Test("Another session's token is 401", arguments: AuthChannelRoute.allCases)
+    @Test("Another session's token is 404, as an unknown session", arguments: AuthChannelRoute.allCases)
     func otherSessionsToken(route: AuthChannelRoute) async throws {
         try await TestRelay.run(socket: true) { relay in
             let mine = try await relay.createSession()
             let theirs = try await relay.createSession()
             let answer = try await relay.channel(route, session: mine.sessionId, query: "token=\(theirs.channel.token)")
-            try expectChannelProblem(answer, status: 401)
+            try expectChannelProblem(answer, status: 404)
         }
     }
 
@@ -265,7 +275,8 @@ struct ChannelAuthTests {
             let valid = try await relay.request(.GET, path + "?token=\(created.channel.token)")
             try expectChannelProblem(valid, status: 426)
             #expect(valid.header("Upgrade")?.lowercased() == "websocket")
-            try expectChannelProblem(try await relay.request(.GET, path + "?token=wrong"), status: 401)
+            try expectChannelProblem(try await relay.request(.GET, path + "?token=wrong"), status: 404)
+            try expectChannelProblem(try await relay.request(.GET, path), status: 401)
             try expectChannelProblem(
                 try await relay.request(
                     .GET, path + "?token=\(created.channel.token)", headers: [("Origin", Self.evil)]),

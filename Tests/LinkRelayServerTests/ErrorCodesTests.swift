@@ -67,7 +67,7 @@ struct ErrorCodesTests {
     }
 
     @Test(
-        "A JSON route's body with no Content-Type is 415 on every route, as a client writes it; a bodiless POST is read"
+        "A JSON route's body with no Content-Type is 415 on every route; a bodiless POST is read, whatever type it names"
     )
     func oneContentTypeRule() async throws {
         try await TestRelay.run(socket: true) { relay in
@@ -90,8 +90,15 @@ struct ErrorCodesTests {
                 #expect(form.status == 415, "\(path)")
             }
             #expect(try await relay.session(created.sessionId).state == "waiting", "nothing changed")
-            let cancel = try await relay.request(.POST, "/v1/sessions/\(created.sessionId)/cancel", headers: key)
+            // What aiohttp sends for a bodiless POST: an empty body that names application/octet-stream.
+            let aiohttp = [("Content-Type", "application/octet-stream"), ("Content-Length", "0")]
+            let cancel = try await relay.request(
+                .POST, "/v1/sessions/\(created.sessionId)/cancel", headers: key + aiohttp)
             #expect(cancel.status == 200)
+            let finish = try await relay.request(
+                .POST, "/v1/sessions/\(created.sessionId)/finish",
+                headers: [("Authorization", "Bearer \(created.channel.token)")] + aiohttp)
+            #expect(finish.status == 200, "the finish hook of an ended session: \(finish.body)")
         }
     }
 

@@ -70,7 +70,7 @@ struct FinishHookTests {
                 (#"{"redirectUrl":7}"#, nil, [], 400),
                 (#"{"other":"field"}"#, nil, [], 400),
                 ("not json", nil, [], 400),
-                (nil, other.channel.token, [], 401),
+                (nil, other.channel.token, [], 404),
                 (nil, nil, [("Origin", "https://evil.example")], 403),
                 (String(repeating: " ", count: 3000), nil, [], 413),
             ]

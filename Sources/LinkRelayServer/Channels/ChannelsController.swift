@@ -87,7 +87,7 @@ final class ChannelsController: Sendable {
     /// `OPTIONS …/events|poll`: CORS for origins some tenant allows (the request itself is checked against its session's).
     func preflight(_ request: RelayRequest) throws -> Reply {
         let origin = request.headers.first(name: "Origin")
-        guard let origin, gate.origins.any.contains(origin) else {
+        guard let origin, gate.origins.allowsAny(origin) else {
             throw Problem.forbidden("This origin may not open channels.")
         }
         var headers = gate.corsHeaders(origin)

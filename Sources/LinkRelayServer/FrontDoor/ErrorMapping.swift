@@ -113,6 +113,7 @@ final class ErrorMapping: Sendable {
         switch rejection {
         case .tooLarge:
             Problem(.payloadTooLarge, "The body may be at most \(CreateSessionRequest.maximumBodySize) bytes.")
+        case .malformedJSON(let detail): Problem(.malformedJSON, detail)
         case .malformed(let detail): .badRequest(detail)
         case .invalid(let errors): .invalid(errors.map { .init(field: $0.field, message: $0.message) })
         }

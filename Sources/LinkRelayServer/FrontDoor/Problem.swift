@@ -8,7 +8,9 @@ import NIOHTTP1
 /// status and the title, so an answer and the page that explains it cannot disagree.
 enum ErrorCode: String, CaseIterable, Sendable {
     case malformedRequest = "malformed_request"
+    case malformedJSON = "malformed_json"
     case unauthorized
+    case channelTokenRequired = "channel_token_required"
     case originNotAllowed = "origin_not_allowed"
     case notFound = "not_found"
     case sessionNotFound = "session_not_found"
@@ -43,8 +45,8 @@ enum ErrorCode: String, CaseIterable, Sendable {
 
     var status: HTTPResponseStatus {
         switch self {
-        case .malformedRequest: .badRequest
-        case .unauthorized: .unauthorized
+        case .malformedRequest, .malformedJSON: .badRequest
+        case .unauthorized, .channelTokenRequired: .unauthorized
         case .originNotAllowed: .forbidden
         case .notFound, .sessionNotFound, .webhookMessageNotFound: .notFound
         case .methodNotAllowed: .methodNotAllowed
@@ -69,7 +71,9 @@ enum ErrorCode: String, CaseIterable, Sendable {
     var title: String {
         switch self {
         case .malformedRequest: "Malformed request"
+        case .malformedJSON: "Malformed JSON"
         case .unauthorized: "Unauthorized"
+        case .channelTokenRequired: "Channel token required"
         case .originNotAllowed: "Origin not allowed"
         case .notFound: "Not found"
         case .sessionNotFound: "Session not found"
@@ -109,8 +113,12 @@ enum ErrorCode: String, CaseIterable, Sendable {
         switch self {
         case .malformedRequest:
             "The request could not be read: a body that is not the JSON object the route takes, an unknown or duplicate field, a bad query parameter or header. Fix the request as the detail says; do not retry it unchanged."
+        case .malformedJSON:
+            "The body is not strict JSON (RFC 8259): no trailing commas, comments, single quotes, `NaN`, leading zeros or lone surrogates. The detail names the line and column; fix the body there."
         case .unauthorized:
             "Send a valid API key as `Authorization: Bearer <key>` (a channel: the session's channel token). A key of another tenant, or one removed from the relay's configuration, is refused the same way."
+        case .channelTokenRequired:
+            "A channel takes the session's channel token, as `?token=` or `Authorization: Bearer <token>`: the `channel.token` of the create's answer. A token that does not match is answered as an unknown session (404)."
         case .originNotAllowed:
             "The page's origin is not in its tenant's allowed origins. Add it to `--allowed-origin` (or the tenant's `allowedOrigins`) as `scheme://host[:port]`."
         case .notFound:
@@ -204,6 +212,9 @@ struct Problem: Error, Sendable {
     static func unauthorized(_ detail: String = "A valid API key is required as a Bearer token.") -> Problem {
         Problem(.unauthorized, detail, headers: ["WWW-Authenticate": "Bearer"])
     }
+
+    static let channelTokenRequired = Problem(
+        .channelTokenRequired, "The session's channel token is required.", headers: ["WWW-Authenticate": "Bearer"])
 
     static func notFound(_ detail: String = "No such resource.") -> Problem {
         Problem(.notFound, detail)
