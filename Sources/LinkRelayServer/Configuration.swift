@@ -47,6 +47,20 @@ public struct RelayConfiguration: Sendable {
     public var tenants: [TenantSettings] = []
     /// True when no key was configured and one was made up at start for `default` (it is then printed once).
     public var apiKeyGenerated = false
+    /// `--ops-key` and the tenants file's `"opsKeys"`: the keys `/ops` takes; none: `default`'s API keys.
+    public var opsKeys: [String] = []
+    /// What SIGHUP reads again (`reloadedTenants`); nil without `--tenants`.
+    public var tenantsFile: TenantsFile?
+
+    /// The tenants file with what joins it from the flags, as the start resolved them.
+    public struct TenantsFile: Sendable {
+        public var path: String
+        var keyEntries: [String]
+        var opsKeyEntries: [String]
+        var defaultWebhook: WebhookSettings?
+        /// The key made up for `default` at start (no key configured), which a reload keeps.
+        var generatedKey: String?
+    }
     /// `--allowed-origin`: the origins of every tenant that names none of its own.
     public var allowedOrigins: [String] = []
     /// Seconds a Pre-Fill individual is kept after the complete step or Prove's 15 minutes (`--identity-retention`).
@@ -139,7 +153,8 @@ public struct RelayConfiguration: Sendable {
             ("ios-app-id", "LINKRELAY_IOS_APP_IDS"), ("android-app", "LINKRELAY_ANDROID_APPS"),
             ("app-store-url", "LINKRELAY_APP_STORE_URL"), ("play-store-url", "LINKRELAY_PLAY_STORE_URL"),
             ("webhook-url", "LINKRELAY_WEBHOOK_URL"), ("webhook-secret", "LINKRELAY_WEBHOOK_SECRET"),
-            ("tenants", "LINKRELAY_TENANTS"), ("identity-retention", "LINKRELAY_IDENTITY_RETENTION"),
+            ("tenants", "LINKRELAY_TENANTS"), ("ops-key", "LINKRELAY_OPS_KEYS"),
+            ("identity-retention", "LINKRELAY_IDENTITY_RETENTION"),
             ("retention", "LINKRELAY_RETENTION"),
             ("backup-dir", "LINKRELAY_BACKUP_DIR"), ("nevis", "LINKRELAY_NEVIS"),
             ("nevis-dispatcher", "LINKRELAY_NEVIS_DISPATCHER"),
@@ -162,6 +177,13 @@ public struct RelayConfiguration: Sendable {
         func list(_ flag: String) -> [String] {
             (values(flag) ?? []).flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
                 .filter { !$0.isEmpty }
+        }
+        /// A list of keys: an entry of spaces alone is kept, for `keyProblem` to refuse.
+        func keys(_ flag: String) -> [String] {
+            (values(flag) ?? []).flatMap { $0.split(separator: ",") }.map { entry in
+                let trimmed = entry.trimmingCharacters(in: .whitespaces)
+                return trimmed.isEmpty ? String(entry) : trimmed
+            }
         }
 
         var config = RelayConfiguration()
@@ -337,16 +359,20 @@ public struct RelayConfiguration: Sendable {
             }
             tenantsFile = (path, data)
         }
-        config.tenants = try TenantSettings.resolve(
-            keyEntries: list("api-key"), file: tenantsFile, defaultWebhook: defaultWebhook)
+        (config.tenants, config.opsKeys) = try TenantSettings.resolve(
+            keyEntries: keys("api-key"), opsKeyEntries: keys("ops-key"), file: tenantsFile,
+            defaultWebhook: defaultWebhook)
+        var generatedKey: String?
         if config.apiKeys.isEmpty {
             let key = "lr_" + Secrets.token(length: 32)
-            if let index = config.tenants.firstIndex(where: { $0.name == Tenant.defaultName }) {
-                config.tenants[index].apiKeys = [key]
-            } else {
-                config.tenants.insert(TenantSettings(name: Tenant.defaultName, apiKeys: [key]), at: 0)
-            }
+            TenantSettings.give(key, toDefaultOf: &config.tenants)
             config.apiKeyGenerated = true
+            generatedKey = key
+        }
+        if let (path, _) = tenantsFile {
+            config.tenantsFile = TenantsFile(
+                path: path, keyEntries: keys("api-key"), opsKeyEntries: keys("ops-key"), defaultWebhook: defaultWebhook,
+                generatedKey: generatedKey)
         }
         if let seconds = try number("identity-retention", in: 0...86_400) {
             config.identityRetention = TimeInterval(seconds)
@@ -356,6 +382,22 @@ public struct RelayConfiguration: Sendable {
             config.backupDirectory = try checkedBackupDirectory(directory, store: config.store)
         }
         return config
+    }
+
+    /// The tenants and ops keys as the tenants file says now, with the flags' as at start: what SIGHUP
+    /// applies. Nil without `--tenants`; throws the line that names the file's fault.
+    public func reloadedTenants() throws(ConfigurationError) -> (tenants: [TenantSettings], opsKeys: [String])? {
+        guard let source = tenantsFile else { return nil }
+        guard let data = FileManager.default.contents(atPath: source.path) else {
+            throw ConfigurationError("--tenants \(source.path): cannot read the file")
+        }
+        var (tenants, opsKeys) = try TenantSettings.resolve(
+            keyEntries: source.keyEntries, opsKeyEntries: source.opsKeyEntries, file: (source.path, data),
+            defaultWebhook: source.defaultWebhook)
+        if let key = source.generatedKey, tenants.allSatisfy({ $0.apiKeys.isEmpty }) {
+            TenantSettings.give(key, toDefaultOf: &tenants)
+        }
+        return (tenants, opsKeys)
     }
 
     /// One allowed browser origin (an `--allowed-origin` value, a tenant's `allowedOrigins` entry), in the

@@ -30,6 +30,8 @@ public struct LinkRelay: Sendable {
     let hub: ChannelHub
     let draining: Draining
     let running: AsyncStream<Void>
+    /// SIGHUP's reload of `--tenants`.
+    let tenantsReload: TenantsReload
     /// With `--backup-dir`: the SQLite store's backups, written on SIGUSR1.
     var backups: SQLiteBackups? = nil
     /// With `--metrics-listen`: the operators' listener's table.
@@ -90,7 +92,8 @@ public struct LinkRelay: Sendable {
     /// The relay as one service group: on a signal (or `triggerGracefulShutdown()`) the drain runs
     /// first, then the server stops, then the verifier, sweeper and store. The whole shutdown is
     /// bounded: after `--drain-timeout` and a few seconds more, whatever still runs is cancelled.
-    /// With `handlingSignals`, SIGTERM and SIGINT start the shutdown and SIGUSR1 writes a backup.
+    /// With `handlingSignals`, SIGTERM and SIGINT start the shutdown, SIGUSR1 writes a backup and SIGHUP
+    /// reads the tenants file again.
     /// Without `listening`, no listener binds: the background services run for a test that feeds
     /// connections to the front door itself.
     public func serviceGroup(handlingSignals: Bool = true, listening: Bool = true, logger: Logger) -> ServiceGroup {
@@ -99,9 +102,11 @@ public struct LinkRelay: Sendable {
             timeout: .milliseconds(Int64(configuration.drainTimeout * 1000)),
             logger: logger, nevisSandbox: nevisSandbox)
         // Stopped before the store's teardown, so that a backup under way ends before the store closes.
-        let backup: [any Service] = handlingSignals ? [BackupOnSignal(backups: backups, logger: logger)] : []
+        let signalled: [any Service] =
+            handlingSignals
+            ? [BackupOnSignal(backups: backups, logger: logger), ReloadOnSignal(reload: tenantsReload)] : []
         var group = ServiceGroupConfiguration(
-            services: ((listening ? services : services.filter { !($0 is RelayServer) }) + backup + [drain])
+            services: ((listening ? services : services.filter { !($0 is RelayServer) }) + signalled + [drain])
                 .map { .init(service: $0) },
             gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger)
         group.maximumGracefulShutdownDuration =
@@ -189,8 +194,9 @@ public func buildLinkRelay(
     for (tenant, settings) in webhooks {
         logger.info("Webhooks on", metadata: ["tenant": .string(tenant), "webhook.url": .string(settings.destination)])
     }
+    // With a tenants file, a sender even without a webhook: SIGHUP's reload may add one.
     let webhookSender =
-        webhooks.isEmpty
+        webhooks.isEmpty && configuration.tenantsFile == nil
         ? nil : WebhookSender(webhooks: webhooks, outbox: store, clock: clock, metrics: metrics, logger: logger)
     let parts = SessionParts(
         store: store, bus: hub,
@@ -199,7 +205,7 @@ public func buildLinkRelay(
         metrics: metrics, logger: logger,
         publicURL: configuration.publicURL, defaultHold: configuration.holdSeconds,
         webhooks: webhookSender.map { sender in
-            WebhookReporter(tenants: Set(webhooks.map(\.0)), committed: sender.wake)
+            WebhookReporter(reports: sender.hasWebhook, committed: sender.wake)
         },
         identityRetention: configuration.identityRetention, nevis: nevis)
     let service = parts.service
@@ -224,14 +230,14 @@ public func buildLinkRelay(
     let liveSessions = LiveSessions(store: store, clock: clock, metrics: metrics)
     let operations = OpsController(
         store: store, draining: draining, listener: listener, liveSessions: liveSessions)
-    let gate = ChannelGate(
-        store: store, origins: AllowedOrigins(defaults: configuration.allowedOrigins, tenants: configuration.tenants),
-        securityEvents: securityEvents)
+    let origins = AllowedOrigins(defaults: configuration.allowedOrigins, tenants: configuration.tenants)
+    let gate = ChannelGate(store: store, origins: origins, securityEvents: securityEvents)
     let channels = ChannelsController(gate: gate, limits: limits)
-    let apiKeys = APIKeys(tenants: configuration.tenants)
+    let apiKeys = APIKeys(tenants: configuration.tenants, opsKeys: configuration.opsKeys)
+    let tenantsReload = TenantsReload(
+        configuration: configuration, apiKeys: apiKeys, origins: origins, webhooks: webhookSender, logger: logger)
     let sessions = SessionsController(
-        service: service, apiKeys: apiKeys, tenants: configuration.tenants, publicURL: configuration.publicURL,
-        limits: limits, gate: gate)
+        service: service, apiKeys: apiKeys, publicURL: configuration.publicURL, limits: limits, gate: gate)
     let errors = ErrorMapping(pages: pages, logger: logger, publicURL: configuration.publicURL)
     let routes = Routes(
         guards: Guards(apiKeys: apiKeys, gate: gate, limits: limits, pages: pages, errors: errors),
@@ -331,7 +337,8 @@ public func buildLinkRelay(
     return LinkRelay(
         configuration: configuration, services: services, sandbox: sandbox, nevisSandbox: nevisSandbox,
         metrics: metrics, store: store, parts: parts, clock: clock, frontDoor: frontDoor, hub: hub, draining: draining,
-        running: running, backups: backups, metricsRoutes: configuration.metricsListen == nil ? nil : metricsRoutes)
+        running: running, tenantsReload: tenantsReload, backups: backups,
+        metricsRoutes: configuration.metricsListen == nil ? nil : metricsRoutes)
 }
 
 /// The Nevis client `--nevis` names, behind its own circuit breaker (for the ops page too); nil without `--nevis`.

@@ -27,6 +27,11 @@ struct Serve: AsyncParsableCommand {
     var tenants: String?
     @Option(
         help:
+            "Key that opens /ops and nothing else; repeatable or comma-separated (LINKRELAY_OPS_KEYS, default: the default tenant's API keys)."
+    )
+    var opsKey: [String] = []
+    @Option(
+        help:
             "Seconds a Pre-Fill individual is kept after the complete step or Prove's 15 minutes, 0-86400 (LINKRELAY_IDENTITY_RETENTION, default 900)."
     )
     var identityRetention: String?
@@ -137,7 +142,7 @@ struct Serve: AsyncParsableCommand {
         // that arrives during a long start (the store's integrity check) is dropped instead of ending it.
         signal(SIGUSR1, SIG_IGN)
         var flags: [String: [String]] = [
-            "api-key": apiKey, "allowed-origin": allowedOrigin, "trusted-proxy": trustedProxy,
+            "api-key": apiKey, "ops-key": opsKey, "allowed-origin": allowedOrigin, "trusted-proxy": trustedProxy,
             "sandbox-fault": sandboxFault, "ios-app-id": iosAppId, "android-app": androidApp,
         ]
         for (name, value) in [

@@ -51,7 +51,7 @@ struct RetentionTests {
                 sandbox: ProveSandbox(publicBaseURL: "https://relay.example"), overHTTP: ScriptedProve(),
                 observer: nil, logger: quietLogger()),
             clock: clock, metrics: metrics, logger: quietLogger(), publicURL: "https://relay.example",
-            defaultHold: 180, webhooks: WebhookReporter(tenants: [Tenant.defaultName], committed: {}),
+            defaultHold: 180, webhooks: WebhookReporter(reports: { $0 == Tenant.defaultName }, committed: {}),
             identityRetention: identityRetention)
         let harness = Harness(
             clock: clock, store: store, parts: parts,

@@ -34,7 +34,7 @@ struct TenantSettingsTests {
         #expect(!config.apiKeyGenerated)
         let keys = APIKeys(tenants: config.tenants)
         #expect(keys.caller("acme:" + Self.keyA) == nil, "the tenant's name is not part of the key")
-        #expect(keys.caller(Self.keyB) == .init(tenant: "acme", keyIndex: 2))
+        #expect(keys.caller(Self.keyB) == .init(tenant: "acme", keyID: APIKeys.keyID(Self.keyB)))
         #expect(keys.caller(Self.keyDefault)?.tenant == "default")
         // A colon after something that is no tenant's name is part of a bare key.
         let colon = try Self.resolve(["api-key": ["Not_A_Tenant:0123456789abcdef"]])
@@ -82,7 +82,37 @@ struct TenantSettingsTests {
     static let refusals: [(flags: [String: [String]], file: String?, says: String)] = [
         (["api-key": [keyA, keyA]], nil, "--api-key: a key of tenant default is named twice"),
         (["api-key": ["acme:" + keyA, "bank:" + keyA]], nil, "--api-key: one key is named for tenants acme and bank"),
-        (["api-key": ["acme:short"]], nil, "--api-key: a key of 5 characters is too short"),
+        (["api-key": ["acme:short"]], nil, "--api-key: a key of 5 bytes is not 20 to 256 characters long"),
+        (["api-key": [String(repeating: "k", count: 19)]], nil, "--api-key: a key of 19 bytes is not 20 to 256"),
+        (["api-key": [String(repeating: "k", count: 257)]], nil, "--api-key: a key of 257 bytes is not 20 to 256"),
+        (
+            ["api-key": [String(repeating: " ", count: 20)]], nil,
+            "--api-key: a key holds a space or a character that is not printable ASCII"
+        ),
+        (["api-key": ["acme:nul-\u{0}-0123456789abcdef"]], nil, "--api-key: a key holds a space or a character"),
+        (["api-key": ["key-with-é-0123456789abcdef"]], nil, "--api-key: a key holds a space or a character"),
+        (
+            [:], #"{"tenants":[{"name":"acme","apiKeys":["                    "]}]}"#,
+            "tenant acme: a key holds a space or a character that is not printable ASCII"
+        ),
+        (
+            [:], #"{"tenants":[{"name":"acme","apiKeys":["\#(keyA)"]}],"opsKeys":["ops"]}"#,
+            "opsKeys: a key of 3 bytes is not 20 to 256"
+        ),
+        (["ops-key": ["short-ops-key"]], nil, "--ops-key: a key of 13 bytes is not 20 to 256"),
+        (["ops-key": [keyB, keyB]], nil, "--ops-key: a key is named twice"),
+        (
+            ["api-key": [keyA], "ops-key": [keyA]], nil,
+            "--ops-key: an ops key is an API key of tenant default too; an ops key opens /ops only"
+        ),
+        (
+            [:], #"{"tenants":[{"name":"acme","apiKeys":["\#(keyB)"]}],"opsKeys":["\#(keyB)"]}"#,
+            "an ops key is an API key of tenant acme too"
+        ),
+        (
+            [:], #"{"tenants":[{"name":"acme","apiKeys":["\#(keyA)"]},]}"#,
+            "not JSON: a trailing comma at line 1, column 66"
+        ),
         (
             ["api-key": ["acme:" + keyB]], #"{"tenants":[{"name":"acme","apiKeys":["\#(keyA)"]}]}"#,
             "tenant acme is named in --api-key and the file"
@@ -120,7 +150,7 @@ struct TenantSettingsTests {
             [:], #"{"tenants":[{"name":"acme","apiKeys":["\#(keyA)"],"name":"bank"}]}"#,
             "\"name\" is named twice in tenants[0]"
         ),
-        ([:], "not json", "expected {\"tenants\""),
+        ([:], "not json", "not JSON: a word other than true, false or null at line 1, column 1"),
         (
             ["webhook-url": ["https://default.example/hook"], "webhook-secret": [secret]],
             #"{"tenants":[{"name":"default","apiKeys":["\#(keyA)"],"webhook":{"url":"https://d.example/h","secret":"\#(secret)"}}]}"#,
@@ -143,6 +173,21 @@ struct TenantSettingsTests {
                 #expect(!error.description.contains(secret))
             }
         }
+    }
+
+    @Test("Ops keys come from --ops-key, LINKRELAY_OPS_KEYS and the file's opsKeys; 20 and 256 characters are keys")
+    func opsKeys() throws {
+        let ops = "ops-key-0123456789abcdef"
+        let fromFile = "ops-key-of-the-file-0123456789"
+        let config = try Self.resolve(
+            ["ops-key": [ops], "api-key": [String(repeating: "a", count: 20), String(repeating: "b", count: 256)]],
+            file: #"{"tenants":[{"name":"acme","apiKeys":["\#(Self.keyA)"]}],"opsKeys":["\#(fromFile)"]}"#)
+        #expect(config.opsKeys == [ops, fromFile])
+        #expect(config.tenants.map(\.name) == ["default", "acme"])
+        let environment = try RelayConfiguration.resolve(
+            flags: [:], environment: ["LINKRELAY_OPS_KEYS": "\(ops), \(fromFile)"])
+        #expect(environment.opsKeys == [ops, fromFile])
+        #expect(try Self.resolve().opsKeys == [])
     }
 
     @Test("A tenants file that cannot be read stops start-up naming it")

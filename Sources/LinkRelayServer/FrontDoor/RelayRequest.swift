@@ -105,12 +105,14 @@ struct RelayRequest: Sendable {
 enum Credential: Sendable, Equatable {
     /// No guard ran: the route is open to anyone.
     case none
-    /// A configured API key (the API's Bearer token, or the ops page's Basic password).
+    /// A configured API key (the API's Bearer token).
     case apiKey(APIKeys.Caller)
-    /// A channel token as presented (`?token=`, else the Bearer token), from an origin some tenant allows;
-    /// nil when none was. `ChannelGate` (a channel) or the finish hook compares it with the session's
-    /// once the session is read, so that an unknown session is a 404 before a missing token is a 401.
+    /// A channel token as presented (`?token=`, else the Bearer token), from an origin some tenant allows.
+    /// `ChannelGate` (a channel) or the finish hook compares it with the session's once the session is
+    /// read; one that does not match is answered as an unknown session.
     case channelToken(String?)
+    /// The ops page's Basic password: an ops key, or without any a `default` API key.
+    case `operator`
 }
 
 /// The `{name}` segments of a request's path, by name: the names are the route pattern's (shared, not

@@ -64,10 +64,10 @@ final class RequestLimits: Sendable {
         return true
     }
 
-    /// One `POST /v1/sessions` by the API key at `keyIndex` in the configured list.
-    func allowCreate(keyIndex: Int) -> Bool {
+    /// One `POST /v1/sessions` by the API key whose id (`APIKeys.keyID`) is `keyID`.
+    func allowCreate(keyID: String) -> Bool {
         guard let active else { return true }
-        return active.createByKey.allow("key\(keyIndex)", now: clock.now()) || trip(.createPerKey)
+        return active.createByKey.allow(keyID, now: clock.now()) || trip(.createPerKey)
     }
 
     /// One `POST /v1/sessions/{id}/finish` on the session.

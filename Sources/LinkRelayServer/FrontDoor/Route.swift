@@ -25,9 +25,9 @@ final class Route: Sendable {
         /// The finish hook: an API key, or a channel token from an origin some tenant allows (403), one
         /// of the two required (401).
         case apiKeyOrChannelToken = "api-key|channel-token"
-        /// The ops page: a token of the client's ops limit (429, a page), then HTTP Basic with a `default`
-        /// tenant's API key as the password (401, a sign-in page; counted as a security event when the
-        /// request had an `Authorization` header).
+        /// The ops page: a token of the client's ops limit (429, a page), then HTTP Basic with an ops key
+        /// as the password, or without any ops key a `default` tenant's API key (401, a sign-in page;
+        /// counted as a security event when the request had an `Authorization` header).
         case opsBasic = "ops-basic"
     }
 
@@ -47,8 +47,8 @@ final class Route: Sendable {
     /// The most body bytes read; a larger body reaches the handler as nil.
     let maximumBody: Int
     /// The media types a body may be sent as (`Content-Type` up to its parameters, any case); empty: any.
-    /// A request that names another answers 415, and so does a body that names none; a request without
-    /// a body needs none.
+    /// A body that names another, or none, answers 415; an empty body (none, or `Content-Length: 0`) is
+    /// taken whatever it names.
     let accepts: [String]
     let cors: CORS
     /// The answer's task is cancelled when the client's connection closes: the sandbox's hangs end so.
@@ -107,10 +107,12 @@ final class Route: Sendable {
                 return refusal
             }
         }
-        // One rule for every route that reads JSON: a type named must be the route's, and a body must name
-        // it (a form's or curl's default type, or none, is not taken for JSON); a bodiless POST needs none.
-        let type = request.headers.first(name: "Content-Type")
-        if !accepts.isEmpty, type.map({ !accepts($0) }) ?? (FrontDoor.body(of: request.head) != .none) {
+        // One rule for every route that reads JSON: a body must name the route's type (a form's or curl's
+        // default type, or none, is not taken for JSON); an empty body is no body, whatever type it names
+        // (aiohttp names application/octet-stream on a bodiless POST).
+        if !accepts.isEmpty, FrontDoor.body(of: request.head) != .none,
+            request.headers.first(name: "Content-Type").map({ !accepts($0) }) ?? true
+        {
             let names = accepts.joined(separator: " or ")
             let problem = Problem(.unsupportedMediaType, "Send the body with Content-Type: \(names).")
             return guards.map { failure(problem, request, errors: $0.errors) } ?? problem.answer(errorsPage: nil)
@@ -200,8 +202,11 @@ final class Guards: Sendable {
             } catch {
                 return refusing(error)
             }
-            if kind == .apiKeyOrChannelToken, token == nil {
-                return refusing(Problem.unauthorized("The API key or the channel token is required."))
+            guard let token else {
+                return refusing(
+                    kind == .channelToken
+                        ? Problem.channelTokenRequired
+                        : Problem.unauthorized("The API key or the channel token is required."))
             }
             request.credential = .channelToken(token)
         case .opsBasic:
@@ -209,17 +214,15 @@ final class Guards: Sendable {
             guard limits.allowOps(client: limits.client(request)) else {
                 return pages.page("ops-signin", ["busy": true], status: .tooManyRequests)
             }
-            guard let password = OpsPage.basicPassword(request.headers), let caller = apiKeys.caller(password),
-                caller.tenant == Tenant.defaultName
-            else {
+            guard let password = OpsPage.basicPassword(request.headers), apiKeys.opensOps(password) else {
                 // A browser asks without credentials first and sends them after the Basic prompt: only a
                 // request that offered some and failed is a security event.
                 if request.headers.contains(name: "Authorization") { limits.securityEvents.record(.opsUnauthorized) }
                 return pages.page(
-                    "ops-signin", status: .unauthorized,
+                    "ops-signin", ["opsKeys": apiKeys.hasOpsKeys], status: .unauthorized,
                     headers: ["WWW-Authenticate": "Basic realm=\"\(OpsPage.realm)\", charset=\"UTF-8\""])
             }
-            request.credential = .apiKey(caller)
+            request.credential = .operator
         }
         return nil
     }

@@ -235,10 +235,9 @@ final class OpsPage: Sendable {
     }
 
     func webhookStatus(_ activity: RecentActivity.Snapshot, _ current: RelayMetrics.Readable) -> OpsStatus {
-        guard let webhooks else {
+        guard let lanes = webhooks?.lanes, !lanes.isEmpty else {
             return OpsStatus(id: "webhooks", label: "Webhooks", value: "off", detail: "no receiver set", level: .off)
         }
-        let lanes = webhooks.lanes
         let taking = lanes.filter { $0.receiver.state == .closed }.count
         let value =
             lanes.count == 1

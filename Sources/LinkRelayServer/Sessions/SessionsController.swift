@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import LinkRelayCore
 import NIOCore
@@ -10,24 +9,17 @@ import NIOHTTP1
 final class SessionsController: Sendable {
     let service: SessionService
     let apiKeys: APIKeys
-    /// Per API key, the scope its Idempotency-Keys had before tenants (a digest of the key), for
-    /// sessions stored then: all belong to `default`.
-    private let legacyIdempotencyScopes: [String]
     let publicURL: String
     let limits: RequestLimits
     /// The channels' checks, which the finish hook shares when a page calls it with the channel token.
     let gate: ChannelGate
 
     init(
-        service: SessionService, apiKeys: APIKeys, tenants: [TenantSettings], publicURL: String, limits: RequestLimits,
-        gate: ChannelGate
+        service: SessionService, apiKeys: APIKeys, publicURL: String, limits: RequestLimits, gate: ChannelGate
     ) {
         self.service = service
         self.gate = gate
         self.apiKeys = apiKeys
-        self.legacyIdempotencyScopes = tenants.flatMap(\.apiKeys).map { key in
-            SHA256.hash(data: Data(key.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined()
-        }
         self.publicURL = publicURL
         self.limits = limits
     }
@@ -35,7 +27,7 @@ final class SessionsController: Sendable {
     /// `POST /v1/sessions`.
     func create(_ request: RelayRequest) throws -> Reply {
         let caller = try request.caller()
-        guard limits.allowCreate(keyIndex: caller.keyIndex) else { throw LimitExceeded() }
+        guard limits.allowCreate(keyID: caller.keyID) else { throw LimitExceeded() }
         let input = try CreateSessionRequest.validate(
             try Self.jsonBody(request), maximumHold: RelayConfiguration.maximumHold
         ).get()
@@ -47,8 +39,8 @@ final class SessionsController: Sendable {
         // another tenant's request with the same Idempotency-Key is a request of its own, never an answer
         // with the first one's session and channel token.
         let scopedKey = key.map { caller.tenant + "/" + $0 }
-        let legacyKey =
-            caller.tenant == Tenant.defaultName ? key.map { legacyIdempotencyScopes[caller.keyIndex] + ":" + $0 } : nil
+        // Before tenants, an Idempotency-Key was scoped to the API key's id; those sessions are `default`'s.
+        let legacyKey = caller.tenant == Tenant.defaultName ? key.map { caller.keyID + ":" + $0 } : nil
         return .later { [service, publicURL] in
             let session = try await service.create(
                 input, tenant: caller.tenant, idempotencyKey: scopedKey, legacyKey: legacyKey)
@@ -94,7 +86,7 @@ final class SessionsController: Sendable {
         switch request.credential {
         case .apiKey(let key): (caller, token) = (key, nil)
         case .channelToken(let presented): (caller, token) = (nil, presented)
-        case .none: throw Problem.unauthorized("The API key or the channel token is required.")
+        case .none, .operator: throw Problem.unauthorized("The API key or the channel token is required.")
         }
         let origin = request.headers.first(name: "Origin")
         guard limits.allowFinish(sessionID: id) else { throw LimitExceeded() }
@@ -108,7 +100,7 @@ final class SessionsController: Sendable {
                 guard let session = try await service.anyTenantsSession(id) else { throw SessionError.notFound }
                 if let refused = gate.refusedOrigin(origin, tenant: session.owner) { throw refused }
                 guard let token, Secrets.constantTimeEquals(token, session.channelToken) else {
-                    throw Problem.unauthorized("A valid channel token is required.")
+                    throw await gate.unknownSession()
                 }
                 (stored, headers) = (session, gate.corsHeaders(origin, tenant: session.owner))
             }
@@ -188,6 +180,7 @@ final class SessionsController: Sendable {
         }
         guard body.readableBytes > 0 else { return nil }
         let data = Data(body.readableBytesView)
+        if let broken = StrictJSON.check(data) { throw Problem(.malformedJSON, broken.detail) }
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             Set(object.keys).isSubset(of: [name])
         else { throw Problem.badRequest("The body is {\"\(name)\": …} or nothing.") }

@@ -4,15 +4,15 @@ import LinkRelaySupport
 
 /// Makes the webhook messages that report a session's change, for `SessionService` to write with it.
 struct WebhookReporter: Sendable {
-    /// The tenants that have a webhook: another tenant's sessions report nothing.
-    let tenants: Set<String>
+    /// Whether a tenant has a webhook now: another tenant's sessions report nothing.
+    let reports: @Sendable (String) -> Bool
     /// Called once the messages are committed: the sender looks for them at once.
     let committed: @Sendable () -> Void
 
     /// The messages for `events` (and for a bind, which has no event), each carrying the session as
     /// `GET /v1/sessions/{id}` shows it now, without its events or a Pre-Fill individual.
     func messages(for session: Session, events: [SessionEvent], bound: Bool, at now: Date) -> [WebhookMessage] {
-        guard tenants.contains(session.owner) else { return [] }
+        guard reports(session.owner) else { return [] }
         var types = events.compactMap { WebhookMessage.type(reporting: $0.kind) }
         if bound { types.append(WebhookMessage.bound) }
         return types.map { type in

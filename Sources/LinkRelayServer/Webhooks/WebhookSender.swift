@@ -93,7 +93,10 @@ final class WebhookSender: Service, Sendable {
         }
     }
 
-    let lanes: [Lane]
+    /// Each tenant's lane as the tenants are configured now: SIGHUP's reload replaces them (`replaceWebhooks`).
+    private let laneTable: Locked<[Lane]>
+    /// Lanes a reload replaced: their sends in flight end on their clients, shut down at the end.
+    private let replacedLanes = Locked<[Lane]>([])
     let outbox: any WebhookOutbox
     let clock: any RelayClock
     let metrics: RelayMetrics
@@ -126,30 +129,56 @@ final class WebhookSender: Service, Sendable {
         // receiver's breaker are the ones that try again.
         configuration.connectionPool.retryConnectionEstablishment = false
         self.configuration = configuration
-        lanes = webhooks.map { [thread] tenant, settings in
-            // Its changes are logged, not every attempt: a receiver down at a thousand events a second would
-            // otherwise fill the log. Never the URL (it may carry a token), a body or a header.
-            let receiver = CircuitBreaker(
-                failureThreshold: Self.receiverFailures, openDuration: Self.probeInterval,
-                probeTimeout: attemptTimeout + Self.probeInterval
-            ) { _, to in
-                switch to {
-                case .open:
-                    logger.warning(
-                        "The webhook receiver does not take messages; trying one every 5 s",
-                        metadata: ["tenant": .string(tenant)])
-                case .closed:
-                    logger.notice("The webhook receiver takes messages again", metadata: ["tenant": .string(tenant)])
-                case .halfOpen: break
-                }
-            }
-            return Lane(
-                tenant: tenant, settings: settings, receiver: receiver,
-                client: HTTPClient(eventLoopGroupProvider: .shared(thread), configuration: configuration))
-        }
+        laneTable = Locked([])
         executor = EventLoopTaskExecutor(thread.next())
+        let lanes = webhooks.map { makeLane(tenant: $0, settings: $1) }
+        laneTable.withLock { $0 = lanes }
         // On Linux a thread's nice value is its own: this lowers the sender's thread only.
         thread.next().execute { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10) }
+    }
+
+    private func makeLane(tenant: String, settings: WebhookSettings) -> Lane {
+        // Its changes are logged, not every attempt: a receiver down at a thousand events a second would
+        // otherwise fill the log. Never the URL (it may carry a token), a body or a header.
+        let logger = logger
+        let receiver = CircuitBreaker(
+            failureThreshold: Self.receiverFailures, openDuration: Self.probeInterval,
+            probeTimeout: attemptTimeout + Self.probeInterval
+        ) { _, to in
+            switch to {
+            case .open:
+                logger.warning(
+                    "The webhook receiver does not take messages; trying one every 5 s",
+                    metadata: ["tenant": .string(tenant)])
+            case .closed:
+                logger.notice("The webhook receiver takes messages again", metadata: ["tenant": .string(tenant)])
+            case .halfOpen: break
+            }
+        }
+        return Lane(
+            tenant: tenant, settings: settings, receiver: receiver,
+            client: HTTPClient(eventLoopGroupProvider: .shared(thread), configuration: configuration))
+    }
+
+    /// Each tenant with a webhook, as configured now.
+    var lanes: [Lane] { laneTable.value }
+
+    /// Whether `tenant`'s sessions report to a webhook now.
+    func hasWebhook(_ tenant: String) -> Bool { laneTable.withLock { $0.contains { $0.tenant == tenant } } }
+
+    /// From now on, these webhooks: a tenant whose URL and secret are unchanged keeps its lane (breaker,
+    /// connections, sends in flight); a changed or new one gets a lane of its own, and a removed one's
+    /// messages wait in the outbox. Messages already claimed go as they were signed.
+    func replaceWebhooks(_ webhooks: [(tenant: String, settings: WebhookSettings)]) {
+        let old = lanes
+        let new = webhooks.map { tenant, settings in
+            old.first { $0.tenant == tenant && $0.settings.isSame(as: settings) }
+                ?? makeLane(tenant: tenant, settings: settings)
+        }
+        laneTable.withLock { $0 = new }
+        let dropped = old.filter { lane in !new.contains { $0 === lane } }
+        replacedLanes.withLock { $0 += dropped }
+        wake()
     }
 
     /// A message was written, or a send ended: look for due messages now.
@@ -159,7 +188,7 @@ final class WebhookSender: Service, Sendable {
         await withTaskExecutorPreference(executor) {
             await sendUntilShutdown()
         }
-        for lane in lanes {
+        for lane in lanes + replacedLanes.value {
             for client in [lane.client.value, lane.retired.value].compactMap({ $0 }) { try? await client.shutdown() }
         }
         try? await thread.shutdownGracefully()

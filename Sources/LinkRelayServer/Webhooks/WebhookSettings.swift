@@ -34,6 +34,9 @@ public struct WebhookSettings: Sendable {
         return "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path.isEmpty ? "/" : path)"
     }
 
+    /// The same URL and secret: a reload that leaves them keeps the tenant's lane.
+    func isSame(as other: WebhookSettings) -> Bool { url == other.url && key == other.key }
+
     /// `webhook-signature` for a message: `v1,` and the base64 HMAC-SHA256 of `{id}.{timestamp}.{body}`.
     func signature(id: String, timestamp: Int, body: [UInt8]) -> String {
         var hmac = HMAC<SHA256>(key: key)
