@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Foundation
 import LinkRelayCore
 import LinkRelaySupport
@@ -135,8 +134,9 @@ public func buildLinkRelay(
 
     let metrics = RelayMetrics(clock: clock, tenants: configuration.tenants.map(\.name))
     metrics.connectionCap(configuration.maxConnections)
-    // The process-wide client: it lives as long as the process, so no path can leave it unshut.
-    let httpClient = HTTPClient.shared
+    // Prove's and Nevis's calls go through the outbound policy's client (no redirects, answers capped at
+    // 1 MiB, timeouts); it lives as long as the process, so no path can leave it unshut.
+    let httpClient = ProviderHTTPClient.shared
     // Back-off between attempts waits on an event loop's timer, as the relay's other waits do (`EventLoopClock`).
     let retry = RetryPolicy(sleep: { try await EventLoopClock().sleep(for: $0) })
     let sandbox: ProveSandbox?
@@ -343,7 +343,7 @@ public func buildLinkRelay(
 
 /// The Nevis client `--nevis` names, behind its own circuit breaker (for the ops page too); nil without `--nevis`.
 private func nevisClient(
-    _ configuration: RelayConfiguration, sandbox: (NevisSandbox, loopback: String)?, httpClient: HTTPClient,
+    _ configuration: RelayConfiguration, sandbox: (NevisSandbox, loopback: String)?, httpClient: ProviderHTTPClient,
     retry: RetryPolicy, clock: any RelayClock, metrics: RelayMetrics, logger: Logger
 ) throws -> (client: (any NevisClient)?, breaker: CircuitBreaker?) {
     let observe: NevisCallObserver = { metrics.nevisCall(endpoint: $0, status: $1, duration: $2) }

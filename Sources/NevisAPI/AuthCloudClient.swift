@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Logging
 import NIOHTTP1
 import ProveAPI
@@ -28,7 +27,7 @@ public final class AuthCloudClient: NevisClient {
     public init(
         baseURL: String,
         accessKey: String,
-        httpClient: HTTPClient,
+        httpClient: ProviderHTTPClient,
         retry: RetryPolicy = .init(),
         observe: NevisCallObserver? = nil,
         logger: Logger,

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Logging
 import ProveAPI
 
@@ -16,7 +15,7 @@ public func makeNevisClient(
     backend: NevisBackend,
     accessKey: String?,
     fidoToken: String?,
-    httpClient: HTTPClient,
+    httpClient: ProviderHTTPClient,
     retry: RetryPolicy = .init(),
     observe: NevisCallObserver? = nil,
     logger: Logger,

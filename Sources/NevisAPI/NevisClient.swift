@@ -94,7 +94,8 @@ public struct NevisStatus: Sendable, Equatable {
 public enum NevisClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A 4xx other than 429: the request itself was refused. Not retried.
     case rejected(status: Int, detail: String?)
-    /// Timeouts, connection errors, 5xx, 429 after the retries, an undecodable 2xx body, or the deadline.
+    /// Timeouts, connection errors, 5xx, 429 after the retries, a redirect (never followed), an answer over
+    /// 1 MiB, an undecodable 2xx body, or the deadline.
     case unavailable(reason: String)
 
     public var description: String {

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOHTTP1
@@ -42,7 +41,7 @@ public final class NevisFIDOClient: NevisClient {
         baseURL: String,
         dispatcher: NevisDispatcher,
         fidoToken: String?,
-        httpClient: HTTPClient,
+        httpClient: ProviderHTTPClient,
         retry: RetryPolicy = .init(),
         observe: NevisCallObserver? = nil,
         logger: Logger,

@@ -81,7 +81,7 @@ struct NevisHTTP: Sendable {
             throw NevisClientError.rejected(
                 status: result.status, detail: Self.errorDetail(result.body, redacting: secrets))
         default:
-            // 1xx and 3xx: nothing the relay can follow (a redirect would carry the bearer elsewhere).
+            // A status no call expects (a 3xx never gets here: the transport fails it as a redirect).
             logger.error("Nevis answered with an unexpected status", metadata: metadata)
             throw NevisClientError.unavailable(reason: "unexpected HTTP \(result.status)")
         }
@@ -118,7 +118,8 @@ struct NevisHTTP: Sendable {
     /// A backend's HTTP side: its checked base URL, Prove's transport (retries, timeouts) for Nevis, and
     /// the logger that names the backend (`nevis.backend`).
     init(
-        baseURL: String, backend: String, httpClient: HTTPClient, retry: RetryPolicy, observe: NevisCallObserver?,
+        baseURL: String, backend: String, httpClient: ProviderHTTPClient, retry: RetryPolicy,
+        observe: NevisCallObserver?,
         logger: Logger, now: @escaping @Sendable () -> ContinuousClock.Instant
     ) throws {
         self.baseURL = try Self.checkedBaseURL(baseURL)

@@ -35,7 +35,7 @@ public final class HTTPProveClient: ProveClient {
         baseURL: String,
         credentials: ProveCredentials,
         prefillCredentials: ProveCredentials? = nil,
-        httpClient: HTTPClient,
+        httpClient: ProviderHTTPClient,
         retry: RetryPolicy = .init(),
         observer: (any ProveCallObserver)? = nil,
         logger: Logger,

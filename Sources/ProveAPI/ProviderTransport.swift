@@ -16,20 +16,31 @@ import Synchronization
 /// jitter. A call that is safe to repeat (`isIdempotent`) is retried on timeouts, connection errors, 5xx
 /// and 429; one that is not, only when the provider cannot have processed it: 429, 503, or a failure to
 /// connect.
+///
+/// An answer the outbound policy (`ProviderHTTPClient`) refuses is the provider's failure, and final: a
+/// redirect (any 3xx, never followed) and an answer over 1 MiB throw `Unavailable` at once, whether or not
+/// the call is idempotent. Asking the same URL again gets the same answer (a redirect says where the
+/// resource is, not that the provider is busy), so a retry would only delay the failure the breaker counts
+/// and send the call's credentials once more. The observer gets the status ("307"), or "error" for an
+/// answer too large; one line says so at most every 10 s, naming the provider's host and nothing else of
+/// the request or the answer (no path, query, `Location` or body).
 public struct ProviderTransport: Sendable {
     /// The provider as logs name it ("Prove").
     public let provider: String
-    let httpClient: HTTPClient
+    let httpClient: ProviderHTTPClient
     let retry: RetryPolicy
     /// Told of every attempt: the endpoint, the HTTP status as a string (or "timeout" / "error"), the time.
     let observe: (@Sendable (String, String, Duration) -> Void)?
     let now: @Sendable () -> ContinuousClock.Instant
 
-    /// Response bodies larger than this are treated as a failed attempt.
-    public static let maxResponseBytes = 256 * 1024
+    /// Lines about refused answers, at most one of each kind every `RefusalLog.interval`.
+    let refusals = RefusalLog()
+
+    /// Answers larger than this, on the wire or decompressed, are the provider's failure.
+    public static let maxResponseBytes = ProviderHTTPClient.maxResponseBytes
 
     public init(
-        provider: String, httpClient: HTTPClient, retry: RetryPolicy,
+        provider: String, httpClient: ProviderHTTPClient, retry: RetryPolicy,
         observe: (@Sendable (String, String, Duration) -> Void)?,
         now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) {
@@ -52,7 +63,8 @@ public struct ProviderTransport: Sendable {
     }
 
     /// Sends the request, retrying as the policy and `isIdempotent` allow. Returns the first response that is
-    /// not retried (2xx or 4xx other than 429); throws `Unavailable` when the retries or the time run out.
+    /// not retried (2xx or 4xx other than 429); throws `Unavailable` when the retries or the time run out, or
+    /// at once for a redirect or an answer too large.
     public func send(
         endpoint: String,
         isIdempotent: Bool,
@@ -69,11 +81,18 @@ public struct ProviderTransport: Sendable {
                     "\(provider) call gave up: deadline reached", metadata: ["provider.attempt": "\(attempt)"])
                 throw Unavailable(reason: "deadline reached")
             }
+            let request = makeRequest()
             let outcome = try await performAttempt(
-                endpoint: endpoint, request: makeRequest(), timeout: min(remaining, retry.attemptTimeout))
+                endpoint: endpoint, request: request, timeout: min(remaining, retry.attemptTimeout))
             let retryReason: String
             var retryAfter: Duration?
             switch outcome {
+            case .response(let result) where (300..<400).contains(result.status):
+                refused(.redirect, status: result.status, url: request.url, logger: logger)
+                throw Unavailable(reason: "HTTP \(result.status): a redirect, not followed")
+            case .tooLarge(let status):
+                refused(.tooLarge, status: status, url: request.url, logger: logger)
+                throw Unavailable(reason: "an answer over \(Self.maxResponseBytes) bytes")
             case .response(let result):
                 let retryable =
                     result.status == 429
@@ -129,6 +148,33 @@ public struct ProviderTransport: Sendable {
         case response(Response)
         /// `label` is "timeout" or "error: …"; `requestNotSent` is true when the connection was never made.
         case failure(label: String, requestNotSent: Bool)
+        /// An answer over `maxResponseBytes`, declared, on the wire or decompressed; its status.
+        case tooLarge(status: Int)
+    }
+
+    /// Logs a refused answer, if its kind had no line in the last `RefusalLog.interval`: the provider's host,
+    /// the status and how many such answers the line stands for.
+    private func refused(_ kind: RefusalLog.Kind, status: Int, url: String, logger: Logger) {
+        guard let count = refusals.admit(kind, now: now()) else { return }
+        let host = URLComponents(string: url)?.host ?? "?"
+        let message: Logger.Message =
+            switch kind {
+            case .redirect: "\(provider) answered with a redirect, which the relay does not follow; the call failed"
+            case .tooLarge: "\(provider) answered with more than 1 MiB; the call failed"
+            }
+        logger.error(
+            message,
+            metadata: [
+                "provider.host": .string(host), "provider.status": "\(status)", "provider.answers": "\(count)",
+            ])
+    }
+
+    /// A declared `Content-Length` over the cap.
+    private struct DeclaredTooLarge: Error {}
+
+    /// The status of an answer whose body went over the cap (known once the head has come).
+    private final class AttemptStatus: Sendable {
+        let value = Atomic<Int>(0)
     }
 
     /// Whether an attempt's timer cancelled it.
@@ -148,8 +194,16 @@ public struct ProviderTransport: Sendable {
     ) async throws -> AttemptOutcome {
         let start = ContinuousClock.now
         let httpClient = self.httpClient
+        let status = AttemptStatus()
         let attempt = Task {
-            let response = try await httpClient.execute(request, timeout: TimeAmount(timeout))
+            let response = try await httpClient.client.execute(request, timeout: TimeAmount(timeout))
+            status.value.store(Int(response.status.code), ordering: .relaxed)
+            // The wire's size, declared: the decompressor passes the header on as it came.
+            if let declared = response.headers.first(name: "Content-Length").flatMap({ Int($0) }),
+                declared > Self.maxResponseBytes
+            {
+                throw DeclaredTooLarge()
+            }
             let body = try await response.body.collect(upTo: Self.maxResponseBytes)
             return Response(status: Int(response.status.code), headers: response.headers, body: body)
         }
@@ -169,17 +223,30 @@ public struct ProviderTransport: Sendable {
             outcome = .response(result)
         } catch {
             if Task.isCancelled { throw CancellationError() }
-            outcome =
-                timer.fired.load(ordering: .acquiring)
-                ? .failure(label: "timeout", requestNotSent: false) : Self.classify(error)
+            if timer.fired.load(ordering: .acquiring) {
+                outcome = .failure(label: "timeout", requestNotSent: false)
+            } else if Self.isTooLarge(error) {
+                outcome = .tooLarge(status: status.value.load(ordering: .relaxed))
+            } else {
+                outcome = Self.classify(error)
+            }
         }
-        let status: String
+        let label: String
         switch outcome {
-        case .response(let result): status = String(result.status)
-        case .failure(let label, _): status = label == "timeout" ? "timeout" : "error"
+        case .response(let result): label = String(result.status)
+        case .failure(let failure, _): label = failure == "timeout" ? "timeout" : "error"
+        case .tooLarge: label = "error"
         }
-        observe?(endpoint, status, ContinuousClock.now - start)
+        observe?(endpoint, label, ContinuousClock.now - start)
         return outcome
+    }
+
+    /// Whether reading an answer stopped at the cap: a declared length, the bytes collected, or the
+    /// decompressor's limit. (The decompressor is AsyncHTTPClient's, from NIOHTTPCompression, which this
+    /// module does not import: its error is known by name.)
+    static func isTooLarge(_ error: any Error) -> Bool {
+        if error is DeclaredTooLarge || error is NIOTooManyBytesError { return true }
+        return String(reflecting: error).hasSuffix("DecompressionError.limit")
     }
 
     static func classify(_ error: any Error) -> AttemptOutcome {
@@ -210,6 +277,39 @@ public struct ProviderTransport: Sendable {
             let seconds = Int(value), seconds >= 0
         else { return nil }
         return .seconds(seconds)
+    }
+}
+
+/// Whether a refused answer gets a line now: at most one of each kind every `interval`, counting those
+/// it stands for.
+final class RefusalLog: Sendable {
+    enum Kind: Hashable, Sendable {
+        case redirect
+        case tooLarge
+    }
+
+    static let interval: Duration = .seconds(10)
+
+    private struct Entry {
+        var lastLine: ContinuousClock.Instant
+        /// Refusals since the last line that got none.
+        var unwritten: Int
+    }
+
+    private let entries = Mutex<[Kind: Entry]>([:])
+
+    /// nil when a line of this kind was written less than `interval` ago; else how many refusals the line
+    /// stands for: this one and those since the last line.
+    func admit(_ kind: Kind, now: ContinuousClock.Instant) -> Int? {
+        entries.withLock { entries in
+            if let entry = entries[kind], now - entry.lastLine < Self.interval {
+                entries[kind]?.unwritten += 1
+                return nil
+            }
+            let count = (entries[kind]?.unwritten ?? 0) + 1
+            entries[kind] = Entry(lastLine: now, unwritten: 0)
+            return count
+        }
     }
 }
 

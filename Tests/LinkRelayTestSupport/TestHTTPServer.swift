@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -129,5 +130,70 @@ public enum TestHTTPServer {
             try await stream(Writer(outbound: outbound))
         }
         try await outbound.write(.end(nil))
+    }
+}
+
+/// Answers for tests of a client's size caps (the outbound policy: 1 MiB on the wire and once inflated).
+extension TestHTTPServer {
+    /// gzip-encoded JSON after a run of spaces, small on the wire: made with Python's
+    /// `gzip.compress(b" " * n + json, 9, mtime=0)`. The object decodes as Prove's unify-status answer
+    /// (`success` "true") and as the Nevis Authentication Cloud's status (`status` "succeeded").
+    public enum Gzipped {
+        public static let json =
+            #"{"success":"true","proveId":"p-1","phoneNumber":"2001004014","transactionId":"tx-1","#
+            + #""status":"succeeded","createdAt":"x","lastUpdatedAt":"y"}"#
+
+        /// 512 KiB of spaces, then `json`: 659 bytes on the wire, 524,429 inflated.
+        public static let halfMiB = decode(
+            """
+            H4sIAAAAAAACA+3MMU7EMBBA0ausXIPkoK3oKGnoOICJLYEESWQ7aBHi7nhTUHKC97r5o5nTCQAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAOB/36Ht81xaC/eh172Em7DV9bM85hG22+k6v65Ledo/Xkod7S7G
+            KcZznM5j1WtaWpr727ocB/1yXLSe+n79ePwuueQR51pSL/mhj34Z83tq/XnLf+0r/PwC/AW4bY0ACAA=
+            """)
+
+        /// 1 MiB of spaces, then `json`: 1,167 bytes on the wire, 1,048,717 (over 1 MiB) inflated.
+        public static let overOneMiB = decode(
+            """
+            H4sIAAAAAAACA+3MMU7EMBBA0ausXIPkoK3oKGnoOICJLYEESWQ7aBHi7nhTcAHa97r5o5nTCQAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+            AAAAAAAAAAAAAAAAAAAAAAAAAADgf75D2+e5tBbuQ697CTdhq+tnecwjbLfTdX5dl/K0f7yUOtpdjFOM5zidx6rXtLQ097d1OQ76
+            5bhoPfX9+vH4XXLJI861pF7yQx/9Mub31Przlv/aV/j5BQ0OHwmNABAA
+            """)
+
+        private static func decode(_ base64: String) -> ByteBuffer {
+            let bytes = Data(base64Encoded: base64.filter { !$0.isWhitespace }) ?? Data()
+            precondition(!bytes.isEmpty, "a fixture that is not base64")
+            return ByteBuffer(bytes: bytes)
+        }
+    }
+
+    /// A 200 with `body`, declared `Content-Encoding: gzip` and JSON.
+    public static func gzipAnswer(_ body: ByteBuffer) -> Response {
+        Response(
+            status: .ok, headers: ["Content-Type": "application/json", "Content-Encoding": "gzip"],
+            body: .bytes(body))
+    }
+
+    /// A redirect to `location`.
+    public static func redirect(_ status: Int, to location: String) -> Response {
+        Response(status: HTTPResponseStatus(statusCode: status), headers: ["Location": location])
     }
 }

@@ -9,7 +9,7 @@ import Testing
     @Test func theApprovalCarriesTheAccessKeyAndTheApprovalsFields() async throws {
         let server = ScriptedNevis()
         let started = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await authCloudClient(baseURL, http).start(
                     NevisApproval(username: "alice", message: Fixture.message, channel: .app),
                     deadline: patientDeadline())
@@ -40,7 +40,7 @@ import Testing
     @Test func usernamelessSendsNoUserAndNoAuthenticator() async throws {
         let server = ScriptedNevis()
         _ = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await authCloudClient(baseURL, http).start(
                     NevisApproval(channel: .app), deadline: patientDeadline())
             }
@@ -53,7 +53,7 @@ import Testing
     @Test func aPushByUserIdWithoutMessageAsksNoPrompt() async throws {
         let server = ScriptedNevis()
         _ = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await authCloudClient(baseURL, http).start(
                     NevisApproval(userId: "6f1c-uuid", channel: .push), deadline: patientDeadline())
             }
@@ -70,7 +70,7 @@ import Testing
         let server = ScriptedNevis([.respond(status: 200, body: body)])
         let drawer = QRDrawRecorder()
         let started = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await authCloudClient(baseURL, http, drawQR: drawer.draw).start(
                     NevisApproval(channel: .app), deadline: patientDeadline())
             }
@@ -85,7 +85,7 @@ import Testing
     @Test func theStatusSendsTheStatusTokenAndNoAuthorization() async throws {
         let server = ScriptedNevis()
         let status = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await authCloudClient(baseURL, http).status(Fixture.statusToken, deadline: patientDeadline())
             }
         }
@@ -107,7 +107,7 @@ import Testing
         let sleeper = SleepRecorder()
         let observer = ObserverRecorder()
         let status = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await authCloudClient(baseURL, http, sleeper: sleeper, observer: observer)
                     .status(Fixture.statusToken, deadline: patientDeadline())
             }
@@ -127,7 +127,7 @@ import Testing
         let sleeper = SleepRecorder()
         let observer = ObserverRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = try authCloudClient(baseURL, http, sleeper: sleeper, observer: observer)
                 await #expect(throws: NevisClientError.unavailable(reason: "HTTP 500")) {
                     try await client.start(NevisApproval(username: "alice"), deadline: patientDeadline())
@@ -146,7 +146,7 @@ import Testing
             .respond(status: 404, body: "<html>not here</html>"),
         ])
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = try authCloudClient(baseURL, http)
                 await #expect(
                     throws: NevisClientError.rejected(status: 400, detail: "unsupported tag <p> in message")
@@ -170,7 +170,7 @@ import Testing
         let long = String(repeating: "too long ", count: 60)
         let server = ScriptedNevis([.respond(status: 422, body: #"{"title":"\#(long)"}"#)])
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = try authCloudClient(baseURL, http)
                 do {
                     _ = try await client.start(NevisApproval(username: "alice"), deadline: patientDeadline())
@@ -190,7 +190,7 @@ import Testing
         let server = ScriptedNevis([.respond(status: 429, retryAfter: "1", body: #"{"message":"slow down"}"#)])
         let sleeper = SleepRecorder()
         let started = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await authCloudClient(baseURL, http, sleeper: sleeper)
                     .start(NevisApproval(username: "alice"), deadline: patientDeadline())
             }
@@ -209,7 +209,7 @@ import Testing
             .respond(status: 200, body: #"{"statusToken":""}"#),
         ])
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = try authCloudClient(baseURL, http)
                 await #expect(throws: NevisClientError.unavailable(reason: "undecodable status response")) {
                     try await client.status(Fixture.statusToken, deadline: patientDeadline())
@@ -230,7 +230,7 @@ import Testing
             + #""}"#
         let server = ScriptedNevis(Array(repeating: .respond(status: 200, body: huge), count: 4))
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = try authCloudClient(baseURL, http)
                 await #expect {
                     try await client.status(Fixture.statusToken, deadline: patientDeadline())
@@ -243,7 +243,7 @@ import Testing
     }
 
     @Test func theBaseURLMustBeHTTPSOrLoopback() async throws {
-        try await withHTTPClient { http in
+        try await withProviderHTTPClient { http in
             for good in [
                 "https://acme.mauth.nevis.cloud", "https://acme.mauth.nevis.cloud/",
                 "http://127.0.0.1:8090/sandbox/nevis",

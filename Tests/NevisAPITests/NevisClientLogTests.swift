@@ -21,7 +21,7 @@ import Testing
             .respond(status: 502),
         ])
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let authCloud = try authCloudClient(baseURL, http, logger: logger, drawQR: QRDrawRecorder().draw)
                 do {
                     _ = try await authCloud.status(Fixture.statusToken, deadline: patientDeadline())

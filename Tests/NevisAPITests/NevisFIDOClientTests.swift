@@ -12,7 +12,7 @@ import Testing
         let server = ScriptedNevis()
         let drawer = QRDrawRecorder()
         let started = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await fidoClient(baseURL, http, drawQR: drawer.draw).start(
                     NevisApproval(username: "alice", message: Fixture.message, channel: .app),
                     deadline: patientDeadline())
@@ -47,7 +47,7 @@ import Testing
     @Test func withoutAFIDOTokenNoAuthorizationIsSent() async throws {
         let server = ScriptedNevis()
         _ = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await fidoClient(baseURL, http, fidoToken: nil).start(
                     NevisApproval(username: "alice"), deadline: patientDeadline())
             }
@@ -59,7 +59,7 @@ import Testing
     @Test func usernamelessSendsAContextWithoutUsername() async throws {
         let server = ScriptedNevis()
         _ = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await fidoClient(baseURL, http, dispatcher: .link).start(
                     NevisApproval(channel: .app), deadline: patientDeadline())
             }
@@ -78,7 +78,7 @@ import Testing
             )
         ])
         let started = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await fidoClient(baseURL, http).start(
                     NevisApproval(username: "alice", userId: "u-42", channel: .push), deadline: patientDeadline())
             }
@@ -96,7 +96,7 @@ import Testing
         ])
         let observer = ObserverRecorder()
         let (first, second) = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = try fidoClient(baseURL, http, observer: observer)
                 let first = try await client.start(NevisApproval(username: "nobody"), deadline: patientDeadline())
                 let second = try await client.start(
@@ -112,7 +112,7 @@ import Testing
     @Test func aDispatchedAnswerWithoutSessionIdIsUnavailable() async throws {
         let server = ScriptedNevis([.respond(status: 200, body: #"{"token":"t","dispatchResult":"dispatched"}"#)])
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = try fidoClient(baseURL, http)
                 await #expect(throws: NevisClientError.unavailable(reason: "dispatch answer without sessionId")) {
                     try await client.start(NevisApproval(username: "alice"), deadline: patientDeadline())
@@ -128,7 +128,7 @@ import Testing
         ])
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = try fidoClient(baseURL, http, sleeper: sleeper)
                 await #expect(throws: NevisClientError.unavailable(reason: "HTTP 500")) {
                     try await client.start(NevisApproval(username: "alice"), deadline: patientDeadline())
@@ -193,7 +193,7 @@ import Testing
         let server = ScriptedNevis([.respond(status: 200, body: Fixture.dispatchBody(response: form.response))])
         let drawer = QRDrawRecorder()
         let started = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await fidoClient(baseURL, http, drawQR: drawer.draw).start(
                     NevisApproval(username: "alice"), deadline: patientDeadline())
             }
@@ -205,7 +205,7 @@ import Testing
     @Test func aLinkWithoutADrawerHasNoQRCode() async throws {
         let server = ScriptedNevis()
         let started = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await fidoClient(baseURL, http).start(NevisApproval(username: "alice"), deadline: patientDeadline())
             }
         }
@@ -221,7 +221,7 @@ import Testing
         ])
         let observer = ObserverRecorder()
         let status = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await fidoClient(baseURL, http, observer: observer).status(
                     Fixture.sessionId, deadline: patientDeadline())
             }

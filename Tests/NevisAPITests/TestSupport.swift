@@ -94,7 +94,7 @@ func retryPolicy(_ sleeper: SleepRecorder) -> RetryPolicy {
 }
 
 func authCloudClient(
-    _ baseURL: String, _ http: HTTPClient, sleeper: SleepRecorder = SleepRecorder(),
+    _ baseURL: String, _ http: ProviderHTTPClient, sleeper: SleepRecorder = SleepRecorder(),
     observer: ObserverRecorder? = nil, logger: Logger = quietLogger(), drawQR: NevisQRDrawer? = nil
 ) throws -> AuthCloudClient {
     try AuthCloudClient(
@@ -103,11 +103,25 @@ func authCloudClient(
 }
 
 func fidoClient(
-    _ baseURL: String, _ http: HTTPClient, dispatcher: NevisDispatcher = .linkQRCode,
+    _ baseURL: String, _ http: ProviderHTTPClient, dispatcher: NevisDispatcher = .linkQRCode,
     fidoToken: String? = Fixture.fidoToken, sleeper: SleepRecorder = SleepRecorder(),
     observer: ObserverRecorder? = nil, logger: Logger = quietLogger(), drawQR: NevisQRDrawer? = nil
 ) throws -> NevisFIDOClient {
     try NevisFIDOClient(
         baseURL: baseURL, dispatcher: dispatcher, fidoToken: fidoToken, httpClient: http,
         retry: retryPolicy(sleeper), observe: observer?.observe, logger: logger, drawQR: drawQR)
+}
+
+/// A provider client of its own for `body`, shut down after it so its connections close: the relay's
+/// outbound policy, with timeouts no loaded machine reaches.
+func withProviderHTTPClient<T>(_ body: (ProviderHTTPClient) async throws -> T) async throws -> T {
+    let client = ProviderHTTPClient(connectTimeout: .seconds(120), readTimeout: .seconds(120))
+    do {
+        let result = try await body(client)
+        try await client.shutdown()
+        return result
+    } catch {
+        try? await client.shutdown()
+        throw error
+    }
 }

@@ -11,7 +11,7 @@ import Testing
 
     func makeClient(
         _ baseURL: String,
-        _ http: HTTPClient,
+        _ http: ProviderHTTPClient,
         sleeper: SleepRecorder,
         observer: ObserverRecorder? = nil,
         random: Double = 0.5,
@@ -33,7 +33,7 @@ import Testing
         let server = ScriptedProve([.hang])
         let sleeper = SleepRecorder()
         let status = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await makeClient(baseURL, http, sleeper: sleeper, attemptTimeout: .seconds(3))
                     .unifyStatus(.init(correlationId: "c-1"), deadline: deadline(600))
             }
@@ -48,7 +48,7 @@ import Testing
         let server = ScriptedProve([.hangInBody])
         let observer = ObserverRecorder()
         let status = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await makeClient(
                     baseURL, http, sleeper: SleepRecorder(), observer: observer, attemptTimeout: .seconds(3)
                 )
@@ -70,7 +70,7 @@ import Testing
         ])
         let sleeper = SleepRecorder()
         let status = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await makeClient(baseURL, http, sleeper: sleeper)
                     .unifyStatus(.init(correlationId: "c-1"), deadline: deadline())
             }
@@ -88,7 +88,7 @@ import Testing
         let server = ScriptedProve([.respond(status: 429, retryAfter: "3600", body: "")])
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect {
                     try await client.unifyStatus(.init(correlationId: "c-1"), deadline: deadline())
@@ -107,7 +107,7 @@ import Testing
         let sleeper = SleepRecorder()
         let observer = ObserverRecorder()
         let status = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await makeClient(baseURL, http, sleeper: sleeper, observer: observer, random: 0.999)
                     .unifyStatus(.init(correlationId: "c-1"), deadline: deadline())
             }
@@ -132,7 +132,7 @@ import Testing
         let server = ScriptedProve(Array(repeating: Self.status503, count: 6))
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect {
                     try await client.unifyStatus(.init(correlationId: "c-1"), deadline: deadline())
@@ -152,7 +152,7 @@ import Testing
         ])
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect(
                     throws: ProveClientError.rejected(
@@ -172,7 +172,7 @@ import Testing
         let server = ScriptedProve([.respond(status: 404, body: "<html>not found</html>")])
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect(throws: ProveClientError.rejected(status: 404, body: nil)) {
                     try await client.unifyBind(
@@ -189,7 +189,7 @@ import Testing
         let server = ScriptedProve([.respond(status: 403, body: #"{"code":8003,"message":"forbidden"}"#)])
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect(
                     throws: ProveClientError.rejected(status: 403, body: .init(code: 8003, message: "forbidden"))
@@ -207,7 +207,7 @@ import Testing
         let server = ScriptedProve([unauthorized, unauthorized, unauthorized])
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect(
                     throws: ProveClientError.rejected(status: 401, body: .init(code: 8002, message: "not authorized"))
@@ -224,7 +224,7 @@ import Testing
         let server = ScriptedProve([Self.status503, .respond(status: 500)])
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper)
                 await #expect {
                     try await client.unify(
@@ -247,7 +247,7 @@ import Testing
         let sleeper = SleepRecorder()
         let observer = ObserverRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = makeClient(baseURL, http, sleeper: sleeper, observer: observer)
                 await #expect {
                     try await client.unifyStatus(.init(correlationId: "c-1"), deadline: .now + .milliseconds(300))
@@ -261,7 +261,7 @@ import Testing
 
     @Test func aRefusedConnectionIsUnavailable() async throws {
         let sleeper = SleepRecorder()
-        try await withHTTPClient { http in
+        try await withProviderHTTPClient { http in
             // Port 1 on loopback: nothing listens there.
             let client = makeClient("http://127.0.0.1:1", http, sleeper: sleeper)
             await #expect {

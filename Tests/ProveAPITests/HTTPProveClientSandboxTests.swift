@@ -11,7 +11,7 @@ import Testing
     @Test func desktopInstantLinkFlowEndToEnd() async throws {
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = sandboxClient(baseURL, http)
                 let unify = try await client.unify(
                     UnifyRequest(
@@ -59,7 +59,7 @@ import Testing
     func sandboxAtTheRoot() async throws {
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let root = baseURL.replacingOccurrences(of: "/sandbox/prove", with: "")
                 let client = sandboxClient(root, http)
                 let unify = try await client.unify(
@@ -81,7 +81,7 @@ import Testing
     func credentialsPerProduct() async throws {
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 func credentials(_ project: ProveSandbox.Project) -> ProveCredentials {
                     ProveCredentials(clientID: project.clientID, clientSecret: project.clientSecret)
                 }
@@ -109,7 +109,7 @@ import Testing
     @Test func tokenIsCachedAcrossCalls() async throws {
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = sandboxClient(baseURL, http)
                 let unify = try await client.unify(
                     UnifyRequest(
@@ -134,7 +134,7 @@ import Testing
     @Test func concurrentCallersShareOneTokenFetch() async throws {
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = sandboxClient(baseURL, http)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for i in 0..<8 {
@@ -161,7 +161,7 @@ import Testing
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test", tokenLifetime: 3600)
         let clock = OffsetClock()
         try await withLiveSandbox(sandbox) { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = sandboxClient(baseURL, http, now: clock.now)
                 let request = UnifyRequest(possessionType: "none", clientRequestId: "r", phoneNumber: "2001004014")
                 _ = try await client.unify(request, deadline: deadline(now: clock.now()))
@@ -181,7 +181,7 @@ import Testing
     @Test func a401RefreshesTheTokenAndRetriesOnce() async throws {
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = sandboxClient(baseURL, http)
                 let unify = try await client.unify(
                     UnifyRequest(possessionType: "none", clientRequestId: "r", phoneNumber: "2001004014"),
@@ -209,7 +209,7 @@ import Testing
     @Test func wrongCredentialsAreRejectedWithoutRetry() async throws {
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = sandboxClient(
                     baseURL, http, credentials: .init(clientID: "sandbox-client", clientSecret: "nope"))
                 await #expect(
@@ -226,7 +226,7 @@ import Testing
     @Test func sandboxErrorsAreDecoded() async throws {
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         try await withLiveSandbox(sandbox) { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = sandboxClient(baseURL, http)
                 let expected = ProveClientError.rejected(
                     status: 400,
@@ -253,7 +253,7 @@ import Testing
         let logger = capture.logger(label: "capture")
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         let authToken = try await withLiveSandbox(sandbox) { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = sandboxClient(baseURL, http, logger: logger)
                 let unify = try await client.unify(
                     UnifyRequest(

@@ -166,7 +166,7 @@ import Testing
         let sleeper = SleepRecorder()
         let observer = ObserverRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = faults.makeClient(baseURL, http, sleeper: sleeper, observer: observer)
                 await #expect {
                     try await client.prefillStart(
@@ -187,7 +187,7 @@ import Testing
     @Test func startSucceedsAfterA429() async throws {
         let server = ScriptedProve([.respond(status: 429, body: "")])
         let start = try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 try await faults.makeClient(baseURL, http, sleeper: SleepRecorder(), observer: ObserverRecorder())
                     .prefillStart(.init(flowType: "mobile", phoneNumber: "2001001695"), deadline: deadline())
             }
@@ -208,7 +208,7 @@ import Testing
         let observer = ObserverRecorder()
         let sleeper = SleepRecorder()
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = faults.makeClient(baseURL, http, sleeper: sleeper, observer: observer)
                 let validate = try await client.prefillValidate(.init(correlationId: "c-1"), deadline: deadline())
                 #expect(validate.success && validate.challengeMissing)
@@ -233,7 +233,7 @@ import Testing
             .respond(status: 403, body: #"{"code":8003,"message":"step called out of order"}"#)
         ])
         try await server.serve { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = faults.makeClient(baseURL, http, sleeper: SleepRecorder(), observer: ObserverRecorder())
                 await #expect(
                     throws: ProveClientError.rejected(
@@ -255,7 +255,7 @@ import Testing
         let sandbox = ProveSandbox(publicBaseURL: "http://relay.test")
         let observer = ObserverRecorder()
         try await withLiveSandbox(sandbox) { baseURL in
-            try await withHTTPClient { http in
+            try await withProviderHTTPClient { http in
                 let client = HTTPProveClient(
                     baseURL: baseURL, credentials: sandboxCredentials, httpClient: http,
                     retry: RetryPolicy(attemptTimeout: .seconds(patientSeconds)), observer: observer,
