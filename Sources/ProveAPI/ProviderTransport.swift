@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -296,12 +297,13 @@ final class RefusalLog: Sendable {
         var unwritten: Int
     }
 
-    private let entries = Mutex<[Kind: Entry]>([:])
+    /// A pthread lock, which ThreadSanitizer sees (as it does not see `Synchronization.Mutex` on Linux).
+    private let entries = NIOLockedValueBox<[Kind: Entry]>([:])
 
     /// nil when a line of this kind was written less than `interval` ago; else how many refusals the line
     /// stands for: this one and those since the last line.
     func admit(_ kind: Kind, now: ContinuousClock.Instant) -> Int? {
-        entries.withLock { entries in
+        entries.withLockedValue { entries in
             if let entry = entries[kind], now - entry.lastLine < Self.interval {
                 entries[kind]?.unwritten += 1
                 return nil
