@@ -506,15 +506,16 @@ final class SQLiteSessionStore: RelayStore {
         }
     }
 
-    /// A consistent copy of the database in the new file `output` (mode 0600), by `VACUUM INTO` on a
-    /// connection of its own, on a thread of its own: one read transaction, which in WAL mode no write
-    /// waits for, and which holds up neither the readers nor the pool threads the writes use. A copy of
-    /// a damaged file is refused (`StoreError.corrupt`): it would be damaged too.
+    /// A consistent copy of the database, without any Pre-Fill individual, in the new file `output` (mode
+    /// 0600): `SQLiteFile.writeBackup` on a connection of its own, on a thread of its own. Its copy is one
+    /// read transaction, which in WAL mode no write waits for, and which holds up neither the readers nor
+    /// the pool threads the writes use. A copy of a damaged file is refused (`StoreError.corrupt`): it
+    /// would be damaged too. A failed backup leaves no file behind.
     func backup(to output: String) async throws {
         guard !health.isCorrupt else { throw StoreError.corrupt }
         do {
             try await SQLiteFile.onOwnConnection(path, busyTimeout: 5000) {
-                try await SQLiteFile.vacuum($0, into: output)
+                try await SQLiteFile.writeBackup($0, to: output)
             }
         } catch let error where SQLiteFile.isCorruption(error) {
             health.corrupted(error)
