@@ -63,7 +63,7 @@ final class SessionsController: Sendable {
         return .later { [service] in
             let session = try await service.session(id, of: tenant)
             let events = try await service.events(of: id)
-            return .json(SessionView(session, events: events))
+            return .json(SessionView(session, events: events, at: service.now()))
         }
     }
 
@@ -74,7 +74,7 @@ final class SessionsController: Sendable {
         return .later { [service] in
             let session = try await service.cancel(sessionID: id, tenant: tenant)
             let events = try await service.events(of: id)
-            return .json(SessionView(session, events: events))
+            return .json(SessionView(session, events: events, at: service.now()))
         }
     }
 
