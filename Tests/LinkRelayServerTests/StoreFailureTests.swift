@@ -100,6 +100,34 @@ struct StoreFailureTests {
         }
     }
 
+    @Test("A backup onto a full file system fails and leaves the directory as it was: no copy, no journal")
+    func backupOnAFullDisk() async throws {
+        let directory = try Disk.directory()
+        defer { Disk.remove(directory) }
+        let backups = directory + "/backups"
+        try FileManager.default.createDirectory(atPath: backups, withIntermediateDirectories: false)
+        try Disk.run("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", backups])
+        defer { try? Disk.run("umount", ["-l", backups]) }
+        try await RetentionTests.with("sqlite") { harness in
+            let sqlite = try #require(harness.store as? SQLiteSessionStore)
+            _ = try await RetentionTests.challenged(harness)
+            let made = SQLiteBackups(directory: backups, store: sqlite)
+            // Room for everything but the copy's pages.
+            try? Disk.run("dd", ["if=/dev/zero", "of=" + backups + "/filler", "bs=4k"])
+            let before = try FileManager.default.contentsOfDirectory(atPath: backups)
+            #expect(before == ["filler"])
+            await #expect(throws: (any Error).self) { try await made.make() }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: backups) == before)
+            // With room again, the next backup is written, and nothing else.
+            try FileManager.default.removeItem(atPath: backups + "/filler")
+            let written = try await made.make()
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: backups) == [
+                    (written.path as NSString).lastPathComponent
+                ])
+        }
+    }
+
     @Test("The database's directory removed: /readyz 503 and no create answered 201 for a session that would vanish")
     func removedDirectory() async throws {
         let directory = try Disk.directory()
