@@ -43,8 +43,11 @@ public actor ProveSandbox {
         "Complete your verification. If you did not make this request, do not click the link. ####"
     /// Sessions expire 15 minutes after `/v3/unify` or `/v3/start` returned.
     public static let flowLifetime: TimeInterval = 15 * 60
-    /// Request bodies must be under 4 KB.
+    /// Request bodies must be under 4 KB: a larger one gets Prove's 400 with code 8001 (`respond`).
     public static let maxBodyBytes = 4095
+    /// The most a server reads of a body for the simulator's routes, so that a body of 4 KB or more
+    /// still reaches `respond` and gets Prove's answer; past it the server refuses the body itself.
+    public static let maxReadBytes = 64 * 1024
     /// The outbox keeps at most this many messages (oldest dropped first).
     public static let maxOutboxMessages = 20_000
 

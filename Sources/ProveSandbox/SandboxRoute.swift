@@ -79,12 +79,15 @@ extension ProveSandbox {
     ///
     /// - Parameters:
     ///   - query: the query string as sent (still percent-encoded).
-    ///   - body: the request's body; nil when it is 4 KB or larger (``maxBodyBytes``).
+    ///   - body: the request's body, nil for none. One of 4 KB or more (past ``maxBodyBytes``) is refused as
+    ///     Prove refuses it: 400 with code 8001 on Prove's routes. A server reads up to ``maxReadBytes``.
     public nonisolated func respond(
         method: String, path: String, query: String?, authorization: String?, body: [UInt8]?
     ) async -> SandboxResponse? {
         guard let route = SandboxRoute(method: method, path: path) else { return nil }
         if let endpoint = route.faultEndpoint, let faulted = await faulted(endpoint) { return faulted }
+        // Every route below takes a missing body and one too large alike (8001 on Prove's own).
+        let body = body.flatMap { $0.count > Self.maxBodyBytes ? nil : $0 }
         let fields = query.map { Self.parseForm($0) } ?? [:]
         switch route {
         case .token:

@@ -102,6 +102,46 @@ struct BackupTests {
         }
     }
 
+    @Test("A backup holds no Pre-Fill individual, not a byte of one, while the live session keeps its own")
+    func backupWithoutIndividuals() async throws {
+        try await RetentionTests.with("sqlite") { harness in
+            let sqlite = try #require(harness.store as? SQLiteSessionStore)
+            let sessions = [try await RetentionTests.challenged(harness), try await RetentionTests.challenged(harness)]
+            let directory = try StoreFiles.directory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let made = try await SQLiteBackups(directory: directory, store: sqlite).make()
+
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: made.path))
+            for value in [RetentionTests.ssn, "Birchwood"] + RetentionTests.identity {
+                #expect(bytes.range(of: Data(value.utf8)) == nil, "\(value) in the backup")
+            }
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: directory) == [
+                    (made.path as NSString).lastPathComponent
+                ])
+            for session in sessions {
+                #expect(
+                    try await sqlite.session(id: session.id)?.prefill?.individual?.ssn == RetentionTests.ssn,
+                    "live: kept")
+            }
+            // Restored, the sessions are there, their individuals erased as the retention erases them.
+            let copy = try await SQLiteSessionStore.open(
+                path: made.path, logger: quietLogger(), checkpointInterval: nil)
+            var restored: [Session?] = []
+            for session in sessions { restored.append(try? await copy.session(id: session.id)) }
+            let due = try? await copy.sessionsWithIndividual(keptUntil: .distantFuture, limit: 10)
+            try await copy.close()
+            for (session, copied) in zip(sessions, restored) {
+                #expect(copied?.state == session.state)
+                #expect(copied?.prefill?.next == session.prefill?.next)
+                #expect(copied?.prefill?.individual == nil)
+                #expect(copied?.prefill?.individualKeptUntil == nil)
+                #expect(copied?.prefill?.individualErasedAt != nil)
+            }
+            #expect(due == [], "nothing left for the retention to erase")
+        }
+    }
+
     @Test("--backup-dir is refused at start unless the store is SQLite and the directory writable")
     func settings() throws {
         let directory = try StoreFiles.directory()

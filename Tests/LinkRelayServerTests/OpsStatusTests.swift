@@ -110,7 +110,7 @@ struct OpsStatusTests {
     @Test("On a healthy relay the strip is green, above every section, and webhooks are off")
     func healthyStrip() async throws {
         try await TestRelay.run(flags: ["limits": ["off"]]) { relay in
-            _ = try await relay.createSession()
+            #expect(try await relay.request(.GET, "/healthz").status == 200)
             let page = try await Self.opsPage(relay)
             let strip = try #require(page.range(of: "id=\"status-strip\""))
             let firstSection = try #require(page.range(of: "class=\"ops-section\""))
@@ -171,7 +171,7 @@ struct OpsStatusTests {
             #expect(page.contains("<td>unify</td>"))
             #expect(page.contains("<td class=\"bad\">100.0 %</td>"), "the error rate is highlighted in the table")
             let answered503 = Int(OpsPageTests.figure(page, section: "answers", "503") ?? "") ?? 0
-            #expect(answered503 >= 3, "the three creates (and the sandbox's own 503s)")
+            #expect(answered503 == 3, "the three creates; the sandbox's own 503s are not the relay's")
             #expect(Self.box(page, "answers")?.level != "ok")
 
             // A minute later the breaker has let its probe through: a create gets an answer from Prove.
@@ -183,6 +183,36 @@ struct OpsStatusTests {
             #expect(
                 Self.box(closed, "breaker")?.detail == "failures in a row 0 of 2; 1 call refused (503) in the last hour"
             )
+        }
+    }
+
+    @Test(
+        "The embedded sandbox's injected 503s are not the relay's: the strip, the 5xx ratio and the rule's metric stay clean"
+    )
+    func sandboxAnswersApart() async throws {
+        try await TestRelay.run(flags: ["limits": ["off"], "sandbox-fault": ["unify:error=1,status=503"]]) { relay in
+            let unify = #"{"possessionType":"desktop","clientRequestId":"r","phoneNumber":"2001004014"}"#
+            let count = AlertThresholds.serverErrorMinimumAnswers + 5
+            for index in 0..<count {
+                let path = index.isMultiple(of: 2) ? "/v3/unify" : "/sandbox/prove/v3/unify"
+                #expect(try await relay.request(.POST, path, body: unify).status == 503)
+            }
+            #expect(try await relay.request(.GET, "/healthz").status == 200)
+            let page = try await Self.opsPage(relay)
+            let answers = try #require(Self.box(page, "answers"))
+            #expect(answers.level == "ok" && answers.value == "0.0 %", "\(answers)")
+            #expect(OpsPageTests.figure(page, section: "answers", "503") == "0")
+            let counts = try await Self.responses(relay)
+            #expect(counts.keys.allSatisfy { !$0.hasSuffix(" 503") }, "\(counts)")
+            #expect(counts["/healthz 200"] == 1, "the relay's own answers still count")
+            // Counted still, as the sandbox's.
+            let metrics = try await relay.request(.GET, "/metrics").body
+            #expect(
+                metrics.contains(
+                    #"linkrelay_sandbox_responses_total{route="/v3/{endpoint}",status="503"} \#(count / 2 + count % 2)"#
+                ))
+            #expect(
+                metrics.contains(#"linkrelay_sandbox_responses_total{route="/sandbox/**",status="503"} \#(count / 2)"#))
         }
     }
 

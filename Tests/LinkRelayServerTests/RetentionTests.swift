@@ -1,6 +1,8 @@
 import Foundation
 import LinkRelayCore
+import LinkRelaySupport
 import LinkRelayTestSupport
+import NIOHTTP1
 import ProveAPI
 import ProveSandbox
 import Testing
@@ -86,7 +88,8 @@ struct RetentionTests {
     /// What `GET /v1/sessions/{id}` answers now.
     static func view(_ harness: Harness, _ id: String) async throws -> String {
         let session = try #require(try await harness.store.session(id: id))
-        return String(decoding: RelayJSON.encode(SessionView(session, events: nil)), as: UTF8.self)
+        return String(
+            decoding: RelayJSON.encode(SessionView(session, events: nil, at: harness.clock.now())), as: UTF8.self)
     }
 
     @Test(
@@ -135,6 +138,81 @@ struct RetentionTests {
             let bytes = try Data(contentsOf: file)
             for value in Self.identity { #expect(bytes.range(of: Data(value.utf8)) == nil, "\(value) in the file") }
         }
+    }
+
+    /// Milo's SSN as the sandbox's challenge finds it: in the individual only (the create's is never stored).
+    static let ssn = "847350596"
+
+    /// Which of the SQLite file and its WAL hold `value`'s bytes.
+    static func onDisk(_ value: String, _ file: URL) -> [String] {
+        [file.path, file.path + "-wal"].filter { path in
+            (FileManager.default.contents(atPath: path) ?? Data()).range(of: Data(value.utf8)) != nil
+        }.map { ($0 as NSString).lastPathComponent }
+    }
+
+    @Test("An erased individual's bytes leave the SQLite file and its WAL with the sweep that erases it")
+    func erasedLeavesTheDisk() async throws {
+        try await Self.with("sqlite") { harness in
+            var sessions: [Session] = []
+            for _ in 0..<3 { sessions.append(try await Self.challenged(harness)) }
+            let file = try #require(harness.file)
+            #expect(!Self.onDisk(Self.ssn, file).isEmpty, "the individual is on disk while it is kept")
+            let deadline = try #require(sessions.last?.prefill?.individualKeptUntil)
+            harness.clock.advance(by: deadline.timeIntervalSince(harness.clock.now()))
+            #expect(await harness.sweeper.sweep().erased == 3)
+            for session in sessions {
+                #expect(try await harness.store.session(id: session.id)?.prefill?.individual == nil)
+            }
+            // No checkpoint of the test's own, and no other write: what the sweep left is what stays.
+            for value in [Self.ssn, "Birchwood"] + Self.identity {
+                #expect(Self.onDisk(value, file).isEmpty, "\(value) in \(Self.onDisk(value, file))")
+            }
+        }
+    }
+
+    @Test("GET hides an individual once its keep time has passed, before the sweep erases it")
+    func hiddenPastItsTime() async throws {
+        let clock = ManualClock()
+        let relay = try await TestRelay.unstarted(clock: clock)
+        let marcia = PrefillSessionTests.marcia
+        let auth: HTTPHeaders = ["Authorization": "Bearer \(TestRelay.apiKey)", "Content-Type": "application/json"]
+        func call(_ method: HTTPMethod, _ path: String, _ body: String? = nil) async throws -> (Int, String) {
+            let answer = try #require(await relay.respond(to: RelayRequest(method, path, headers: auth, body: body)))
+            return (Int(answer.status.code), String(buffer: answer.body))
+        }
+        let (created, body) = try await call(
+            .POST, "/v1/sessions", #"{"phoneNumber":"\#(marcia)","flow":"prefill","ssn":"6227"}"#)
+        #expect(created == 201)
+        let id = try #require(body.firstMatch(of: /"sessionId":"([^"]+)"/)).output.1
+        // The phone taps; the verifier's step, by hand (the relay is not started, so no sweep runs either).
+        let link = try #require(await relay.sandbox?.outbox(phoneNumber: marcia).last?.link)
+        let landing = try #require(await relay.respond(to: RelayRequest(.GET, link))?.headers.first(name: "Location"))
+        #expect(await relay.respond(to: RelayRequest(.GET, landing))?.status == .ok)
+        await relay.parts.verifier.verify(sessionID: String(id))
+        #expect(try await call(.POST, "/v1/sessions/\(id)/challenge").0 == 200)
+
+        let kept = try #require(try await relay.store.session(id: String(id))?.prefill?.individualKeptUntil)
+        clock.advance(by: kept.timeIntervalSince(clock.now()) - 1)
+        let before = try await call(.GET, "/v1/sessions/\(id)")
+        #expect(before.0 == 200 && before.1.contains("470806227") && before.1.contains("Longo"), "kept until its time")
+        #expect(!before.1.contains("individualErasedAt"))
+
+        clock.advance(by: 1)
+        #expect(try await relay.store.session(id: String(id))?.prefill?.individual != nil, "not yet swept")
+        let after = try await call(.GET, "/v1/sessions/\(id)")
+        #expect(after.0 == 200)
+        for value in PrefillSessionTests.identity.filter({ $0 != marcia }) {
+            #expect(!after.1.contains(value), "\(value)")
+        }
+        #expect(!after.1.contains("individualKeptUntil"))
+        let erasedAt = ISO8601Milliseconds.string(kept)
+        #expect(after.1.contains(#""individualErasedAt":"\#(erasedAt)""#), "\(after.1)")
+        // The sweep then erases it with the same time, so GET says the same afterwards.
+        let sweeper = RetentionSweeper(
+            service: relay.parts.service, store: relay.store, clock: clock, logger: quietLogger(),
+            metrics: relay.metrics, retentionDays: 7)
+        #expect(await sweeper.sweep().erased == 1)
+        #expect(try await call(.GET, "/v1/sessions/\(id)").1 == after.1)
     }
 
     @Test(

@@ -100,6 +100,47 @@ struct StoreFailureTests {
         }
     }
 
+    @Test("A backup onto a full file system fails and leaves the directory as it was: no copy, no journal")
+    func backupOnAFullDisk() async throws {
+        let directory = try Disk.directory()
+        defer { Disk.remove(directory) }
+        let backups = directory + "/backups"
+        try FileManager.default.createDirectory(atPath: backups, withIntermediateDirectories: false)
+        try Disk.run("mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", backups])
+        defer { try? Disk.run("umount", ["-l", backups]) }
+        try await RetentionTests.with("sqlite") { harness in
+            let sqlite = try #require(harness.store as? SQLiteSessionStore)
+            _ = try await RetentionTests.challenged(harness)
+            // A store larger than SQLite's page cache (2 MiB), as a relay's soon is: the copy then writes
+            // pages before it commits, with its journal, and a full disk stops it half-way.
+            for _ in 0..<2000 {
+                _ = try await harness.service.create(
+                    CreateSessionRequest(phoneNumber: "2001004014"), idempotencyKey: nil)
+            }
+            try await sqlite.checkpoint()
+            #expect(SQLiteFile.fileSize(sqlite.path) > 2 << 20)
+            let made = SQLiteBackups(directory: backups, store: sqlite)
+            // Full from the start, and full part of the way through the copy (pages of 4 KiB left).
+            for room in [0, 16, 256] {
+                if room > 0 {
+                    try Disk.run("dd", ["if=/dev/zero", "of=" + backups + "/room", "bs=4k", "count=\(room)"])
+                }
+                try? Disk.run("dd", ["if=/dev/zero", "of=" + backups + "/filler", "bs=4k"])
+                if room > 0 { try FileManager.default.removeItem(atPath: backups + "/room") }
+                await #expect(throws: (any Error).self, "\(room) pages free") { try await made.make() }
+                #expect(
+                    try FileManager.default.contentsOfDirectory(atPath: backups) == ["filler"], "\(room) pages free")
+                try FileManager.default.removeItem(atPath: backups + "/filler")
+            }
+            // With room again, the next backup is written, and nothing else.
+            let written = try await made.make()
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: backups) == [
+                    (written.path as NSString).lastPathComponent
+                ])
+        }
+    }
+
     @Test("The database's directory removed: /readyz 503 and no create answered 201 for a session that would vanish")
     func removedDirectory() async throws {
         let directory = try Disk.directory()

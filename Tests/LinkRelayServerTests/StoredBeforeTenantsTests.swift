@@ -57,7 +57,8 @@ struct StoredBeforeTenantsTests {
         #expect(session.owner == Tenant.defaultName)
         #expect(session.result?.proveSuccess == "true")
         #expect(session.result?.success == true)
-        let view = String(decoding: RelayJSON.encode(SessionView(session, events: nil)), as: UTF8.self)
+        let view = String(
+            decoding: RelayJSON.encode(SessionView(session, events: nil, at: session.createdAt)), as: UTF8.self)
         #expect(view.contains(#""success":true"#) && view.contains(#""proveSuccess":"true""#))
         let due = try await store.claimWebhooks(
             tenant: Tenant.defaultName, dueBy: Date(), leaseUntil: Date() + 60, limit: 10)

@@ -483,7 +483,7 @@ struct WebhookBodyTests {
         var prefill: Prefill?
 
         init(_ session: Session) {
-            let view = SessionView(session, events: nil)
+            let view = SessionView(session, events: nil, at: session.createdAt)
             (sessionId, state, createdAt, expiresAt, tappedAt) =
                 (view.sessionId, view.state, view.createdAt, view.expiresAt, view.tappedAt)
             (possessionType, flow, result) = (view.possessionType, view.flow, view.result)

@@ -3,6 +3,7 @@ import LinkRelayServer
 import LinkRelaySupport
 import LinkRelayTestSupport
 import Logging
+import NIOCore
 import ProveAPI
 import Testing
 
@@ -312,6 +313,68 @@ import Testing
             let page = try await client.execute(uri: "/sandbox/link/nope", method: .get)
             #expect(page.status == .notFound)
             #expect(page.headers[.contentType]?.hasPrefix("text/html") == true)
+        }
+    }
+}
+
+/// Prove refuses a request body of 4 KB or more with its own error shape (prove-api.md §2 and its error
+/// codes: 400, code 8001), and a client replaying Prove's answers expects it: so does the sandbox.
+@Suite(.timeLimit(.minutes(1))) struct BodySizeTests {
+    /// A valid `/v3/unify` body, then spaces (valid JSON still) up to `size` bytes.
+    static func unifyBody(size: Int) -> String {
+        let json =
+            #"{"possessionType":"desktop","clientRequestId":"req-1","phoneNumber":"2001004014","#
+            + #""finalTargetUrl":"https://relay.example/done"}"#
+        return json + String(repeating: " ", count: size - json.utf8.count)
+    }
+
+    /// The token request's form, padded with a field Prove ignores up to `size` bytes.
+    static func tokenForm(size: Int) -> String {
+        let form =
+            "client_id=\(ProveSandbox.clientID)&client_secret=\(ProveSandbox.clientSecret)&grant_type=client_credentials"
+        return form + "&pad=" + String(repeating: "x", count: size - form.utf8.count - 5)
+    }
+
+    static func expect8001(_ response: TestResponse, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        #expect(response.status == .badRequest, sourceLocation: sourceLocation)
+        #expect(response.headers[.contentType]?.hasPrefix("application/json") == true, sourceLocation: sourceLocation)
+        #expect(try decode(ProveErrorBody.self, response).code == 8001, sourceLocation: sourceLocation)
+    }
+
+    /// Under 4 KB is taken; 4 KB and more is 8001, on the API and on the token endpoint.
+    static func check(_ client: some SandboxTestClient) async throws {
+        let token = try await client.accessToken()
+        #expect(try await client.post("unify", token: token, json: unifyBody(size: 4095)).status == .ok)
+        for size in [4096, 5000, 60_000] {
+            try expect8001(try await client.post("unify", token: token, json: unifyBody(size: size)))
+            try expect8001(
+                try await client.execute(
+                    uri: "/token", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
+                    body: ByteBuffer(string: tokenForm(size: size))))
+        }
+        #expect(
+            try await client.execute(
+                uri: "/token", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
+                body: ByteBuffer(string: tokenForm(size: 4095))
+            ).status == .ok)
+    }
+
+    @Test func bodiesOf4KBOrMoreGetProvesError() async throws {
+        try await Self.check(SandboxClient(ProveSandbox(publicBaseURL: publicBase)))
+    }
+
+    @Test func overASocketTheFrontDoorLetsTheSandboxAnswer() async throws {
+        let server = SandboxServer(
+            sandbox: ProveSandbox(publicBaseURL: publicBase), host: "127.0.0.1", port: 0,
+            logger: StandaloneSandboxTests.quietLogger)
+        try await server.serving { port in
+            let client = LiveSandboxClient(port: port)
+            try await Self.check(client)
+            // Past what the front door reads for the sandbox, it refuses the body itself.
+            let huge = try await client.post(
+                "unify", token: try await client.accessToken(),
+                json: Self.unifyBody(size: ProveSandbox.maxReadBytes + 1))
+            #expect(huge.status == .payloadTooLarge)
         }
     }
 }

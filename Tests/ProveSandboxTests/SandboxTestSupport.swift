@@ -64,8 +64,8 @@ extension SandboxTestClient {
     }
 }
 
-/// Drives the simulator's `respond` directly, as a server hands requests over: no socket. A body over
-/// ``ProveSandbox/maxBodyBytes`` reaches it as nil, as the front door's route limit makes it.
+/// Drives the simulator's `respond` directly, as a server hands requests over: no socket. The body
+/// reaches it whole, as the front door hands over one of up to ``ProveSandbox/maxReadBytes``.
 struct SandboxClient: SandboxTestClient {
     let sandbox: ProveSandbox
 
@@ -78,7 +78,7 @@ struct SandboxClient: SandboxTestClient {
         let bytes = Array(body.readableBytesView)
         let response = await sandbox.respond(
             method: method.rawValue, path: String(parts[0]), query: parts.count > 1 ? String(parts[1]) : nil,
-            authorization: headers[.authorization], body: bytes.count > ProveSandbox.maxBodyBytes ? nil : bytes)
+            authorization: headers[.authorization], body: bytes)
         switch response {
         case nil: return TestResponse(status: .notFound, headers: [:], body: ByteBuffer())
         case .dropConnection: throw ConnectionDropped()

@@ -135,17 +135,25 @@ struct Routes: Sendable {
 
     /// The sandbox's own routes (`ProveSandbox.respond`): Prove's API, the outbox, the link page, faults.
     /// Prove's API is also at the root (`/token`, `/v3/…`): Prove's server SDKs resolve the token path
-    /// against the server's root, so pointed at `…/sandbox/prove` they would ask `/token`.
+    /// against the server's root, so pointed at `…/sandbox/prove` they would ask `/token`. They read up to
+    /// `ProveSandbox.maxReadBytes`, so that the sandbox answers a body of 4 KB or more as Prove does (8001).
     private static func sandbox(_ sandbox: SandboxController) -> [Route] {
         [HTTPMethod.GET, .POST, .PUT, .DELETE].map { method in
             Route(
-                method, "/sandbox/**", body: ProveSandbox.maxBodyBytes, cancelledWhenClientLeaves: true, sandbox.answer)
+                method, sandboxPatterns[0], body: ProveSandbox.maxReadBytes, cancelledWhenClientLeaves: true,
+                sandbox.answer)
         }
-            + ["/token", "/v3/{endpoint}"].map { path in
-                Route(
-                    .POST, path, body: ProveSandbox.maxBodyBytes, cancelledWhenClientLeaves: true, sandbox.answer)
+            + sandboxPatterns.dropFirst().map { path in
+                Route(.POST, path, body: ProveSandbox.maxReadBytes, cancelledWhenClientLeaves: true, sandbox.answer)
             }
     }
+
+    /// The patterns of the sandboxes' own routes: `/sandbox/**` for every method, the rest for POST.
+    private static let sandboxPatterns: [PathPattern] = ["/sandbox/**", "/token", "/v3/{endpoint}"]
+
+    /// Those patterns as answers are counted by: the simulators' answers, not the relay's, are counted apart
+    /// (`RelayMetrics.httpResponse`).
+    static let sandboxRoutes = Set(sandboxPatterns.map(\.description))
 
     /// An association file as Apple and Google fetch it: 200, JSON, no redirect.
     private static func association(_ bytes: [UInt8]?) throws -> Reply {

@@ -10,7 +10,8 @@ import UnixSignals
 /// Consistent copies of the SQLite store in `--backup-dir`, one per SIGUSR1 (`BackupOnSignal`):
 /// `linkrelay-YYYYMMDDTHHMMSS.mmmZ.sqlite`, named by UTC time so that names sort by age, mode 0600,
 /// the newest `kept` kept. The copy is the store's `VACUUM INTO` on a connection of its own, so the
-/// relay goes on answering meanwhile.
+/// relay goes on answering meanwhile; it holds no Pre-Fill individual: they are erased in the copy,
+/// under a temporary name, before it takes its own (`SQLiteFile.writeBackup`).
 struct SQLiteBackups: Sendable {
     static let kept = 3
     static let prefix = "linkrelay-"
@@ -26,10 +27,12 @@ struct SQLiteBackups: Sendable {
     }
 
     /// Writes a backup, then removes all but the newest `kept`. A failed copy leaves no file and
-    /// removes none.
+    /// removes none. A copy left half-written by a process that was killed meanwhile (it may still hold
+    /// individuals) goes first.
     func make(at now: Date = Date()) async throws -> Made {
         let path = directory + "/" + Self.name(at: now)
         let start = ContinuousClock.now
+        removeUnfinished()
         try await store.backup(to: path)
         let made = Made(path: path, bytes: SQLiteFile.fileSize(path), duration: ContinuousClock.now - start)
         prune()
@@ -45,6 +48,14 @@ struct SQLiteBackups: Sendable {
 
     private func prune() {
         for name in backups().dropLast(Self.kept) { unlink(directory + "/" + name) }
+    }
+
+    /// The temporary files of backups that never finished (`SQLiteFile.writeBackup`'s names), with their journals.
+    private func removeUnfinished() {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for name in names where name.hasPrefix("." + Self.prefix) && name.contains(SQLiteFile.partialMarker) {
+            unlink(directory + "/" + name)
+        }
     }
 
     static let nameLength = name(at: Date(timeIntervalSince1970: 0)).count

@@ -217,22 +217,30 @@ public final class RelayMetrics: ProveCallObserver {
     }
 
     /// Every answer the relay writes (`ResponseWriter.head`): `route` is the route table's pattern of
-    /// the request's line, or `unmatched`.
+    /// the request's line, or `unmatched`. The embedded sandboxes' answers (`Routes.sandboxRoutes`: a
+    /// simulated Prove's injected 503s among them) are not the relay's: they are counted in
+    /// `linkrelay_sandbox_responses_total`, and neither in the relay's answers, its 5xx ratio and alert,
+    /// nor on the ops page.
     func httpResponse(route: String, status: Int) {
+        let sandbox = Routes.sandboxRoutes.contains(route)
         let counter = httpResponses.withLock { counters in
             let key = RouteStatus(route: route, status: status)
             if let counter = counters[key] { return counter }
             let counter = registry.makeCounter(
-                descriptor: .init(
-                    metricName: "linkrelay_http_responses_total", unitName: "",
-                    helpText:
-                        "Answers the relay wrote, by route (the route table's path pattern, or unmatched) and status code"
-                ), labels: [("route", route), ("status", String(status))])
+                descriptor: sandbox
+                    ? .init(
+                        metricName: "linkrelay_sandbox_responses_total", unitName: "",
+                        helpText: "Answers of the embedded sandboxes (not the relay's own), by route and status code")
+                    : .init(
+                        metricName: "linkrelay_http_responses_total", unitName: "",
+                        helpText:
+                            "Answers the relay wrote, by route (the route table's path pattern, or unmatched) and status code"
+                    ), labels: [("route", route), ("status", String(status))])
             counters[key] = counter
             return counter
         }
         counter.increment()
-        recent.answered(status: status)
+        if !sandbox { recent.answered(status: status) }
     }
     /// A limit trip counts in `linkrelay_limit_trips_total`, anything else turned away in
     /// `linkrelay_security_events_total`.

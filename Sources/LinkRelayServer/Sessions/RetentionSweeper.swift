@@ -1,5 +1,6 @@
 import Foundation
 import LinkRelayCore
+import LinkRelaySupport
 import Logging
 import ServiceLifecycle
 
@@ -16,6 +17,10 @@ import ServiceLifecycle
 /// minutes and left the taps' p99 as it was (Benchmarks/purge.sh). A pass deletes for at most
 /// `interval`, then the next begins at once while there is more, so erasures are never held up longer.
 /// With PostgreSQL every instance sweeps; the stores skip rows another instance is deleting.
+///
+/// A pass that erased or deleted ends by truncating the store's journal (`RetentionStore.truncateJournal`:
+/// SQLite's WAL), so that an erased individual's bytes leave the disk within the pass, not whenever
+/// enough writes would have recycled the WAL.
 struct RetentionSweeper: Service {
     /// Erases individuals: the state machine.
     let service: SessionService
@@ -32,6 +37,10 @@ struct RetentionSweeper: Service {
     var sessionBatch = 5
     var messageBatch = 100
     var pause: Duration = .milliseconds(20)
+    /// Whether an erasure or deletion still waits for the store's journal to be truncated: set by a pass
+    /// that erased or deleted sessions, cleared once a truncation worked, so that one that failed is
+    /// tried again by the next pass.
+    let journalOwed = Locked(false)
 
     /// How long a webhook message is tried before it is given up (`failed`): a failed message is kept
     /// for the retention from then.
@@ -83,6 +92,17 @@ struct RetentionSweeper: Service {
             }
         }
         pass.more = more
+        if pass.erased + pass.sessions > 0 { journalOwed.withLock { $0 = true } }
+        if journalOwed.withLock({ $0 }) {
+            do {
+                try await store.truncateJournal()
+                journalOwed.withLock { $0 = false }
+            } catch {
+                logger.warning(
+                    "Truncating the store's journal after erasures failed; trying again at the next pass",
+                    metadata: ["error": "\(error)"])
+            }
+        }
         if pass.sessions + pass.messages > 0 {
             logger.info(
                 "Retention: deleted what was past it",

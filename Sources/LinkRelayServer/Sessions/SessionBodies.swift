@@ -62,11 +62,13 @@ struct SessionView: Encodable {
     var possessionType: PossessionType
     var flow: Flow
     var result: SessionResult?
-    /// Pre-Fill only: Prove's last `next`, and the individual once the challenge found it.
+    /// Pre-Fill only: Prove's last `next`, and the individual once the challenge found it, while it is kept.
     var prefill: PrefillProgress?
     var events: [SessionEvent]?
 
-    init(_ session: Session, events: [SessionEvent]?) {
+    /// The session as of `now`: an individual past its keep time is shown as erased then, whether or not
+    /// the retention's sweep has reached it yet.
+    init(_ session: Session, events: [SessionEvent]?, at now: Date) {
         sessionId = session.id
         state = session.state
         createdAt = session.createdAt
@@ -76,6 +78,7 @@ struct SessionView: Encodable {
         flow = session.flow
         result = session.result
         prefill = session.prefill
+        if let until = prefill?.individualKeptUntil, until <= now { prefill?.eraseIndividual(at: until) }
         self.events = events
     }
 }

@@ -452,6 +452,9 @@ final class SessionService: Sendable {
         try await store.session(id: id)
     }
 
+    /// Now, by the service's clock: what a session is shown as of (`SessionView`).
+    func now() -> Date { clock.now() }
+
     /// The session when it is `tenant`'s; another tenant's is `notFound`, exactly as an unknown id, after
     /// the same read.
     func session(_ id: String, of tenant: String) async throws -> Session {
@@ -462,11 +465,11 @@ final class SessionService: Sendable {
     }
 
     /// Erases a Pre-Fill individual once its time is up (`--identity-retention`): `prefill.individualErasedAt`
-    /// then says when. No event and no webhook go with it.
+    /// then says when it was due, as GET has shown it since (`SessionView`). No event and no webhook go with it.
     func eraseIndividual(sessionID: String) async throws {
         let erased = try await mutate(.id(sessionID)) { session, now in
             guard let until = session.prefill?.individualKeptUntil, until <= now else { return nil }
-            session.prefill?.eraseIndividual(at: now)
+            session.prefill?.eraseIndividual(at: until)
             return []
         }
         if erased != nil { logger.info("Pre-Fill individual erased", metadata: ["session": .string(sessionID)]) }

@@ -55,7 +55,7 @@ final class SessionsController: Sendable {
         return .later { [service] in
             let session = try await service.session(id, of: tenant)
             let events = try await service.events(of: id)
-            return .json(SessionView(session, events: events))
+            return .json(SessionView(session, events: events, at: service.now()))
         }
     }
 
@@ -66,7 +66,7 @@ final class SessionsController: Sendable {
         return .later { [service] in
             let session = try await service.cancel(sessionID: id, tenant: tenant)
             let events = try await service.events(of: id)
-            return .json(SessionView(session, events: events))
+            return .json(SessionView(session, events: events, at: service.now()))
         }
     }
 

@@ -12,6 +12,8 @@ struct SQLiteCheckpointer: Sendable {
     let thread: NIOThreadPool
     let files: SyncedFiles
     let writer: SQLiteWriter
+    /// One checkpoint at a time: SQLite refuses a second one at once (`SQLITE_BUSY`) rather than wait.
+    let turn = AsyncMutex()
 
     /// The copy runs while writes go on. But the WAL starts over only at a write that finds all of it
     /// copied, and under load a write always lands while the copy runs. So once the WAL has
@@ -25,11 +27,30 @@ struct SQLiteCheckpointer: Sendable {
     /// syncs them itself.
     @discardableResult
     func run() async throws -> (walPages: Int, copied: Int) {
+        try await turn.withLock {
+            let copied = try await passive()
+            guard copied.walPages >= SQLiteSessionStore.restartPages else { return copied }
+            try? await thread.runIfActive { files.sync() }
+            return try await writer.alone { try $0.restartWAL() }
+        }
+    }
+
+    /// Copies the whole WAL into the file and cuts it to 0 bytes (SQLite's `TRUNCATE`), so that the earlier
+    /// versions of pages it held (an erased individual's, a deleted row's) leave the disk. As in `run()`,
+    /// most of the copy and both syncs come first, while writes go on; writes then wait only for what
+    /// came since, and the WAL's truncation.
+    func truncate() async throws {
+        try await turn.withLock {
+            _ = try await passive()
+            try? await thread.runIfActive { files.sync() }
+            _ = try await writer.alone { try $0.truncateWAL() }
+        }
+    }
+
+    /// Copies what it can without holding up writes (SQLite's `PASSIVE`).
+    private func passive() async throws -> (walPages: Int, copied: Int) {
         let row = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)").first
-        let copied = (walPages: row?.column("log")?.integer ?? 0, copied: row?.column("checkpointed")?.integer ?? 0)
-        guard copied.walPages >= SQLiteSessionStore.restartPages else { return copied }
-        try? await thread.runIfActive { files.sync() }
-        return try await writer.alone { try $0.restartWAL() }
+        return (walPages: row?.column("log")?.integer ?? 0, copied: row?.column("checkpointed")?.integer ?? 0)
     }
 }
 

@@ -182,28 +182,104 @@ public enum SQLiteFile {
         }
     }
 
-    /// `linkrelay store backup`: a consistent copy of the file at `path` (`VACUUM INTO`) in a new file
-    /// `output`, mode 0600; returns its size. A failed copy leaves no file behind.
+    /// `linkrelay store backup`: a consistent copy of the file at `path`, without any Pre-Fill individual,
+    /// in a new file `output`, mode 0600 (`writeBackup`); returns its size. A failed copy leaves no file behind.
     public static func backup(_ path: String, to output: String) async throws(Problem) -> Int {
         try checkHeader(path)
         try await withConnection(path) { connection in
-            try await vacuum(connection, into: output)
+            try await writeBackup(connection, to: output)
         }
         return fileSize(output)
     }
 
-    /// Copies the database `connection` reads into the new file `output` (mode 0600), as one read
-    /// transaction: in WAL mode no write waits for it. A failed copy is removed.
-    static func vacuum(_ connection: SQLiteConnection, into output: String) async throws {
-        guard try createPrivate(output) else {
-            throw Problem(path: output, kind: .exists)
-        }
+    /// What a backup's file is called while it is written: a hidden name beside it, which neither the
+    /// backups' listing nor a restore takes for a backup (`.linkrelay-….sqlite.partial-…`).
+    static let partialMarker = ".partial-"
+
+    /// Writes a backup of the database `connection` reads to the new file `output` (mode 0600), holding no
+    /// Pre-Fill individual. A consistent copy (`VACUUM INTO`: one read transaction, which in WAL mode no
+    /// write waits for) is made under a temporary name in `output`'s directory; its individuals are erased
+    /// there (`eraseIndividuals`), it is synced, and only then does it take the name `output`. So a backup
+    /// never holds an individual, even for a moment under its own name, and one that fails (a full disk)
+    /// is removed with whatever SQLite left beside it: nothing is left behind.
+    static func writeBackup(_ connection: SQLiteConnection, to output: String, erasedAt now: Date = Date()) async throws
+    {
+        var status = stat()
+        guard lstat(output, &status) != 0 else { throw Problem(path: output, kind: .exists) }
+        let directory = (output as NSString).deletingLastPathComponent
+        let name = (output as NSString).lastPathComponent
+        let partial =
+            (directory.isEmpty ? "" : directory + "/") + "." + name + partialMarker
+            + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        guard try createPrivate(partial) else { throw Problem(path: partial, kind: .exists) }
         do {
-            _ = try await connection.query("VACUUM INTO ?", [.text(output)])
+            _ = try await connection.query("VACUUM INTO ?", [.text(partial)])
+            try await eraseIndividuals(inCopy: partial, erasedAt: now)
+            try publish(partial, as: output, in: directory.isEmpty ? "." : directory)
         } catch {
-            unlink(output)
+            removeWithJournals(partial)
             throw error
         }
+    }
+
+    /// Erases every Pre-Fill individual in the copy at `path`, as the retention would (`individualErasedAt`
+    /// says when), on a connection of its own. Its journal stays in memory, so no file beside the copy
+    /// ever holds a page as it was; `secure_delete` zeroes what the erasure frees, so no byte of an
+    /// individual stays in the copy.
+    static func eraseIndividuals(inCopy path: String, erasedAt now: Date) async throws {
+        try await onOwnConnection(path, busyTimeout: 0) { copy in
+            for pragma in ["PRAGMA journal_mode=MEMORY", "PRAGMA secure_delete=ON", "PRAGMA temp_store=MEMORY"] {
+                _ = try await copy.query(pragma)
+            }
+            let columns = Set(
+                try await copy.query("SELECT name FROM pragma_table_info('sessions')").compactMap {
+                    $0.column("name")?.string
+                })
+            // A new file has no table yet.
+            guard columns.contains("data") else { return }
+            // A file of a schema before the retention's column has the individual in its JSON only.
+            let deadline = columns.contains("individual_until") ? ", individual_until = NULL" : ""
+            // As the relay stores dates in a session's JSON: seconds since 2001.
+            _ = try await copy.query(
+                """
+                UPDATE sessions SET data = json_set(
+                    json_remove(data, '$.prefill.individual', '$.prefill.individualKeptUntil'),
+                    '$.prefill.individualErasedAt', ?)\(deadline)
+                WHERE json_type(data, '$.prefill.individual') IS NOT NULL
+                """, [.float(now.timeIntervalSinceReferenceDate)])
+        }
+    }
+
+    /// Syncs the finished copy `partial`, gives it the name `output` (a hard link: it fails rather than
+    /// replace a file that appeared meanwhile), removes the temporary name, and syncs the directory.
+    private static func publish(_ partial: String, as output: String, in directory: String) throws {
+        try sync(partial)
+        if link(partial, output) == 0 {
+            unlink(partial)
+        } else {
+            let error = errno
+            if error == EEXIST { throw Problem(path: output, kind: .exists) }
+            // A file system without hard links: a rename, after one more look that the name is free.
+            var status = stat()
+            guard [EPERM, EOPNOTSUPP].contains(error), lstat(output, &status) != 0, rename(partial, output) == 0 else {
+                throw Problem(path: output, kind: .cannotCreate(String(cString: strerror(error))))
+            }
+        }
+        try? sync(directory)
+    }
+
+    private static func sync(_ path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw Problem(path: path, kind: .unreadable(String(cString: strerror(errno)))) }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else {
+            throw Problem(path: path, kind: .unreadable(String(cString: strerror(errno))))
+        }
+    }
+
+    /// Removes the file at `path` and the journals SQLite may leave beside it.
+    static func removeWithJournals(_ path: String) {
+        for suffix in ["", "-journal", "-wal", "-shm"] { unlink(path + suffix) }
     }
 
     static func fileSize(_ path: String) -> Int {

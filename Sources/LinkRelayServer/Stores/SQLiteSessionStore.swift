@@ -285,11 +285,19 @@ final class SQLiteSessionStore: RelayStore {
             values.append(prefill.individualKeptUntil.map { .integer($0.millis) } ?? .null)
         }
         let sql = Self.updateSQL[Self.updateSQLIndex(ended: session.endedAt != nil, prefill: session.prefill != nil)]
+        // A Pre-Fill session's row may hold an individual, before or after this write: the pages the
+        // write frees (a page merged away, an old overflow chain) are zeroed too, not only the bytes
+        // freed within the pages it writes anyway, so that no earlier copy of an individual stays in the file.
+        let zeroing = session.prefill != nil
         return try await write(
             // Whether it changed the row, from SQLite's count: `RETURNING` makes SQLite open a temporary
             // table, with a page cache of its own, for every update.
             { [values] connection in
-                _ = try connection.step(sql, values)
+                if zeroing {
+                    _ = try Self.zeroingFreedPages(connection) { try connection.step(sql, values) }
+                } else {
+                    _ = try connection.step(sql, values)
+                }
                 guard connection.changes == 1 else { return false }
                 for message in messages { try Self.insert(message, connection) }
                 return true
@@ -387,12 +395,25 @@ final class SQLiteSessionStore: RelayStore {
 
     /// Runs `body` with `secure_delete` fully on: a page the deletions free is zeroed too, not only the
     /// bytes within pages written anyway, so that nothing of a deleted row stays in the file. Only the
-    /// retention's writes pay for it; the queue's pages, freed and taken again by every second's messages,
-    /// do not.
+    /// retention's deletions and the writes of Pre-Fill rows pay for it; the queue's pages, freed and taken
+    /// again by every second's messages, do not.
     static func zeroingFreedPages<T>(_ connection: SQLiteWriter.Connection, _ body: () throws -> T) throws -> T {
         try connection.execute("PRAGMA secure_delete=ON")
         defer { try? connection.execute("PRAGMA secure_delete=FAST") }
         return try body()
+    }
+
+    /// Copies the WAL into the file and cuts it to 0 bytes (`SQLiteCheckpointer.truncate`): the retention
+    /// calls it after a pass that erased or deleted, so that the WAL's earlier versions of those rows'
+    /// pages leave the disk with them.
+    func truncateJournal() async throws {
+        guard !health.isCorrupt else { throw StoreError.corrupt }
+        do {
+            try await checkpointer.truncate()
+        } catch let error where SQLiteFile.isCorruption(error) {
+            health.corrupted(error)
+            throw StoreError.corrupt
+        }
     }
 
     /// A real write, so that readiness fails on a file that cannot take one.
@@ -485,15 +506,16 @@ final class SQLiteSessionStore: RelayStore {
         }
     }
 
-    /// A consistent copy of the database in the new file `output` (mode 0600), by `VACUUM INTO` on a
-    /// connection of its own, on a thread of its own: one read transaction, which in WAL mode no write
-    /// waits for, and which holds up neither the readers nor the pool threads the writes use. A copy of
-    /// a damaged file is refused (`StoreError.corrupt`): it would be damaged too.
+    /// A consistent copy of the database, without any Pre-Fill individual, in the new file `output` (mode
+    /// 0600): `SQLiteFile.writeBackup` on a connection of its own, on a thread of its own. Its copy is one
+    /// read transaction, which in WAL mode no write waits for, and which holds up neither the readers nor
+    /// the pool threads the writes use. A copy of a damaged file is refused (`StoreError.corrupt`): it
+    /// would be damaged too. A failed backup leaves no file behind.
     func backup(to output: String) async throws {
         guard !health.isCorrupt else { throw StoreError.corrupt }
         do {
             try await SQLiteFile.onOwnConnection(path, busyTimeout: 5000) {
-                try await SQLiteFile.vacuum($0, into: output)
+                try await SQLiteFile.writeBackup($0, to: output)
             }
         } catch let error where SQLiteFile.isCorruption(error) {
             health.corrupted(error)

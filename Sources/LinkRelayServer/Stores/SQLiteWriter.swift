@@ -95,10 +95,20 @@ final class SQLiteWriter: Sendable {
         /// Copies the rest of the WAL into the file, so that the next write starts it over (SQLite's
         /// `RESTART`); returns the WAL's pages and how many of them are in the file.
         func restartWAL() throws -> (walPages: Int, copied: Int) {
+            try checkpoint(SQLITE_CHECKPOINT_RESTART)
+        }
+
+        /// Copies the rest of the WAL into the file and cuts the WAL to 0 bytes (SQLite's `TRUNCATE`),
+        /// so that no earlier version of a page stays on disk in it.
+        func truncateWAL() throws -> (walPages: Int, copied: Int) {
+            try checkpoint(SQLITE_CHECKPOINT_TRUNCATE)
+        }
+
+        private func checkpoint(_ mode: Int32) throws -> (walPages: Int, copied: Int) {
             guard !isClosed else { throw Self.closed }
             var log: Int32 = 0
             var copied: Int32 = 0
-            try check(sqlite_nio_sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_RESTART, &log, &copied))
+            try check(sqlite_nio_sqlite3_wal_checkpoint_v2(handle, nil, mode, &log, &copied))
             return (Int(log), Int(copied))
         }
 

@@ -52,6 +52,14 @@ protocol RetentionStore: Sendable {
     /// Deletes up to `limit` sessions that ended (`Session.endedAt`) before `date`, with their events and
     /// Idempotency-Keys; returns how many went.
     func deleteSessions(endedBefore date: Date, limit: Int) async throws -> Int
+    /// After a pass that erased or deleted: removes from the disk what the store still keeps of those rows
+    /// outside them (SQLite's WAL: earlier versions of their pages).
+    func truncateJournal() async throws
+}
+
+extension RetentionStore {
+    /// Memory keeps nothing on disk; PostgreSQL's WAL and dead row versions are its own (docs/store.md).
+    func truncateJournal() async throws {}
 }
 
 /// What readiness, the operators' page and the shutdown ask of the store.
