@@ -48,7 +48,8 @@ struct ClientMatrixTests {
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
         let body = try await response.body.collect(upTo: 1 << 20)
         return Answer(
-            status: Int(response.status.code), headers: response.headers, body: Data(body.readableBytesView), url: response.url)
+            status: Int(response.status.code), headers: response.headers, body: Data(body.readableBytesView),
+            url: response.url)
     }
 
     /// The value at a dotted path of a JSON object.
@@ -120,7 +121,9 @@ struct ClientMatrixTests {
             let landed = try await Self.send(.GET, link)
             Self.expectTable("tap", landed)
             let landing = try #require(landed.url.flatMap { URLComponents(url: $0, resolvingAgainstBaseURL: false) })
-            #expect(landing.path.hasPrefix("/l/") && landing.queryItems?.contains { $0 == .init(name: "asc", value: "true") } == true)
+            #expect(
+                landing.path.hasPrefix("/l/")
+                    && landing.queryItems?.contains { $0 == .init(name: "asc", value: "true") } == true)
             var done = false
             for _ in 0..<10 where !done {
                 let answer = try await Self.send(.GET, poll + "?after=\(seen.count)&timeout=25&token=\(token)")
@@ -133,7 +136,8 @@ struct ClientMatrixTests {
             Self.expectTable("read", try await Self.send(.GET, relay.base + "/v1/sessions/\(id)", headers: api))
             let finish = relay.base + "/v1/sessions/\(id)/finish"
             Self.expectTable(
-                "finish_ended_token", try await Self.send(.POST, finish, headers: [("Authorization", "Bearer \(token)")]))
+                "finish_ended_token",
+                try await Self.send(.POST, finish, headers: [("Authorization", "Bearer \(token)")]))
             Self.expectTable("finish_ended_key", try await Self.send(.POST, finish, headers: api))
 
             // Another session, which waits: finish asks Prove, cancel ends it, a second cancel is refused.

@@ -180,4 +180,4 @@ def test_every_client_gets_the_same_answer(client, step, transcripts, webhooks):
         assert step in transcript, f"{client} never reached {step}: {json.dumps(transcript)[:2000]}"
         seen = transcript[step]
     found = differences(EXPECTED[step], seen)
-    assert not found, f"{client} {step}: " + "; ".join(found) + f"\nwhat it saw: {json.dumps(seen)[:1500]}"
+    assert not found, f"{client} {step}: " + "; ".join(found) + f"\nwhat it saw: {json.dumps(seen, ensure_ascii=False)[:1500]}"

@@ -25,11 +25,12 @@ class Answer:
     """One HTTP answer: status, headers (lower-case name → every value, in order), raw body, and the
     URL it came from (after redirects, where the client followed them)."""
 
-    def __init__(self, status, headers, body, url=None):
+    def __init__(self, status, headers, body, url=None, sent=None):
         self.status = status
         self.headers = headers
         self.body = body
         self.url = url
+        self.sent = sent  # the request's line and headers as the client sent them, where it tells
 
     def header(self, name):
         return self.headers.get(name, [])
@@ -50,7 +51,18 @@ def observe(answer, **derived):
         body = json.loads(answer.body)
     except ValueError:
         body = None
-    return {"status": answer.status, "type": media, "body": body, "derived": derived}
+    seen = {"status": answer.status, "type": media, "body": body, "derived": derived}
+    if answer.sent:
+        seen["sent"] = answer.sent
+    return seen
+
+
+def shown(method, url, headers):
+    """A request as a failure message shows it: the credentials' values left out."""
+    lines = [f"{method} {urllib.parse.urlsplit(url).path}"]
+    for name, value in headers:
+        lines.append(f"{name}: " + ("Bearer …" if name.lower() == "authorization" else value))
+    return lines
 
 
 def event_name(event):
@@ -120,10 +132,14 @@ class Curl:
     can_ws = False  # curl 7.88 (Debian 12) has no WebSocket
 
     def _run(self, arguments):
-        done = subprocess.run(
-            ["curl", "-s", "-i", "--max-time", str(DEADLINE)] + arguments, capture_output=True, timeout=DEADLINE + 5)
+        done = subprocess.run(["curl", "-s", "-v", "-i", "--max-time", str(DEADLINE)] + arguments,
+                              capture_output=True, timeout=DEADLINE + 5)
         if done.returncode != 0:
-            raise RuntimeError(f"curl {' '.join(arguments)} exited {done.returncode}: {done.stderr.decode()}")
+            raise RuntimeError(f"curl exited {done.returncode}: {done.stderr.decode()[-500:]}")
+        # -v writes the request it sent as "> " lines on stderr.
+        sent = [line[2:] for line in done.stderr.decode("iso-8859-1").splitlines() if line.startswith("> ")]
+        self.sent = [line if not line.lower().startswith("authorization:") else "Authorization: Bearer …"
+                     for line in sent if line]
         return done.stdout
 
     @staticmethod
@@ -136,8 +152,8 @@ class Curl:
             if 300 <= status < 400 and rest.startswith(b"HTTP/"):
                 raw = rest
                 continue
-            return Answer(status, header_lists(line.split(":", 1) for line in lines if ":" in line),
-                          rest, url)
+            pairs = [line.split(":", 1) for line in lines if ":" in line]
+            return Answer(status, header_lists((name, value.strip()) for name, value in pairs), rest, url)
 
     def request(self, method, url, headers=None, json_body=None):
         arguments = []
@@ -147,7 +163,9 @@ class Curl:
             arguments += ["-H", "Content-Type: application/json", "-d", json.dumps(json_body)]
         if method != "GET":
             arguments += ["-X", method]
-        return self._parse(self._run(arguments + [url]), url)
+        answer = self._parse(self._run(arguments + [url]), url)
+        answer.sent = self.sent
+        return answer
 
     def follow(self, url):
         raw = self._run(["-L", "-w", "\n%{url_effective}", url])
@@ -179,7 +197,8 @@ class Requests:
     def request(self, method, url, headers=None, json_body=None):
         response = self.session.request(method, url, headers=headers, json=json_body, timeout=DEADLINE,
                                         allow_redirects=False)
-        return Answer(response.status_code, header_lists(response.raw.headers.items()), response.content, url)
+        return Answer(response.status_code, header_lists(response.raw.headers.items()), response.content, url,
+                      shown(method, url, response.request.headers.items()))
 
     def follow(self, url):
         response = self.session.get(url, timeout=DEADLINE)
@@ -208,7 +227,8 @@ class Httpx:
 
     def request(self, method, url, headers=None, json_body=None):
         response = self.client.request(method, url, headers=headers, json=json_body)
-        return Answer(response.status_code, header_lists(response.headers.multi_items()), response.content, url)
+        return Answer(response.status_code, header_lists(response.headers.multi_items()), response.content, url,
+                      shown(method, url, response.request.headers.multi_items()))
 
     def follow(self, url):
         response = self.client.get(url, follow_redirects=True)
@@ -249,7 +269,8 @@ class Aiohttp:
         async def send():
             async with self.session.request(method, url, headers=headers, json=json_body,
                                             allow_redirects=False) as response:
-                return Answer(response.status, header_lists(response.headers.items()), await response.read(), url)
+                return Answer(response.status, header_lists(response.headers.items()), await response.read(), url,
+                              shown(method, url, response.request_info.headers.items()))
 
         return self.run(send())
 

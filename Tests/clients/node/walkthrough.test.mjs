@@ -5,9 +5,10 @@
 //   LINKRELAY_TRANSCRIPT=out.json node --test Tests/clients/node/walkthrough.test.mjs
 //
 // It writes the same transcript as walkthrough.py (step → {status, type, body, derived}), which the
-// pytest side compares with expectations.json for every client; here each step's status is asserted
-// against the same table, so that `node --test` alone says what differs. Requests are sent as fetch
-// sends them by default: a bodiless POST is `fetch(url, {method: "POST"})`.
+// pytest side compares with expectations.json for every client; here each step's status, code, events
+// and derived facts are asserted against the same table, so that `node --test` alone says what
+// differs. Requests are sent as fetch sends them by default: a bodiless POST is
+// `fetch(url, {method: "POST"})`.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -85,6 +86,9 @@ function statusIs(name) {
   if (expected[name].status !== undefined) assert.equal(seen.status, expected[name].status, `${name}: ${seen.text}`);
   if (expected[name].code !== undefined) assert.equal(seen.body?.code, expected[name].code, `${name}: ${seen.text}`);
   if (expected[name].events !== undefined) assert.deepEqual(seen.events, expected[name].events, name);
+  for (const [fact, value] of Object.entries(expected[name].derived || {})) {
+    assert.deepEqual(seen.derived?.[fact], value, `${name}: ${fact}`);
+  }
 }
 
 test("the README's walkthrough with Node's fetch", async (t) => {
