@@ -138,9 +138,10 @@ struct Serve: AsyncParsableCommand {
     var backupDir: String?
 
     func run() async throws {
-        // Until the relay's backup service takes SIGUSR1 over (libdispatch then installs its handler), one
-        // that arrives during a long start (the store's integrity check) is dropped instead of ending it.
+        // Until the relay's services take SIGUSR1 and SIGHUP over (libdispatch then installs its handler),
+        // one that arrives during a long start (the store's integrity check) is dropped instead of ending it.
         signal(SIGUSR1, SIG_IGN)
+        signal(SIGHUP, SIG_IGN)
         var flags: [String: [String]] = [
             "api-key": apiKey, "ops-key": opsKey, "allowed-origin": allowedOrigin, "trusted-proxy": trustedProxy,
             "sandbox-fault": sandboxFault, "ios-app-id": iosAppId, "android-app": androidApp,

@@ -110,7 +110,7 @@ struct OpsStatusTests {
     @Test("On a healthy relay the strip is green, above every section, and webhooks are off")
     func healthyStrip() async throws {
         try await TestRelay.run(flags: ["limits": ["off"]]) { relay in
-            #expect(try await relay.request(.GET, "/healthz").status == 200)
+            _ = try await relay.createSession()
             let page = try await Self.opsPage(relay)
             let strip = try #require(page.range(of: "id=\"status-strip\""))
             let firstSection = try #require(page.range(of: "class=\"ops-section\""))

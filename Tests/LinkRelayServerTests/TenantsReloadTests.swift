@@ -199,3 +199,60 @@ extension HTTPHeaders {
         return headers
     }
 }
+
+/// `kill -HUP` on a real `linkrelay` process: it never ends the relay.
+@Suite("Tenants: SIGHUP on a running relay", .timeLimit(.minutes(2)))
+struct ReloadSignalTests {
+    @Test(
+        "SIGHUP rotates a tenant's key in a running relay: the new key works, the old one is refused, the relay runs on"
+    )
+    func rotate() async throws {
+        try await TenantsReloadTests.withFile(TenantsReloadTests.acme(TenantsReloadTests.acmeKey)) { file in
+            let (relay, port) = try await PersistenceTests.start(
+                ready: "LinkRelay listening", "SIGHUP reads the tenants file again"
+            ) {
+                ["serve", "--drain-delay", "0", "--port", String($0), "--store", "memory", "--tenants", file.path]
+            }
+            defer { relay.stop() }
+            let path = "http://127.0.0.1:\(port)/v1/sessions/ses_unknown0123456789abcd"
+            func status(_ key: String) async throws -> Int {
+                try await TestRelay.fetch(.GET, path, headers: [("Authorization", "Bearer \(key)")]).status
+            }
+            #expect(try await status(TenantsReloadTests.acmeKey) == 404)
+            // The operator adds the new key, reloads, moves the backend, removes the old key, reloads.
+            try Data(
+                #"{"tenants":[{"name":"acme","apiKeys":["\#(TenantsReloadTests.acmeKey)","\#(TenantsReloadTests.acmeKeyNew)"]}]}"#
+                    .utf8
+            ).write(to: file)
+            kill(relay.process.processIdentifier, SIGHUP)
+            #expect(await relay.waitFor("tenants reloaded"))
+            #expect(try await status(TenantsReloadTests.acmeKeyNew) == 404)
+            #expect(try await status(TenantsReloadTests.acmeKey) == 404)
+            try Data(TenantsReloadTests.acme(TenantsReloadTests.acmeKeyNew).utf8).write(to: file)
+            kill(relay.process.processIdentifier, SIGHUP)
+            #expect(await relay.waitFor("tenants reloaded"))
+            #expect(try await status(TenantsReloadTests.acmeKey) == 401)
+            #expect(try await status(TenantsReloadTests.acmeKeyNew) == 404)
+            // A broken file: one line, and the keys in force stay.
+            try Data("{".utf8).write(to: file)
+            kill(relay.process.processIdentifier, SIGHUP)
+            #expect(await relay.waitFor("the tenants file is not applied"))
+            #expect(try await status(TenantsReloadTests.acmeKeyNew) == 404)
+            await relay.kill()
+        }
+    }
+
+    @Test("Without --tenants, SIGHUP is logged and ignored: the relay answers on")
+    func withoutTenants() async throws {
+        let (relay, port) = try await PersistenceTests.start(
+            ready: "LinkRelay listening", "SIGHUP handled", environment: ["LOG_LEVEL": "debug"]
+        ) {
+            ["serve", "--drain-delay", "0", "--port", String($0), "--store", "memory", "--api-key", TestRelay.apiKey]
+        }
+        defer { relay.stop() }
+        kill(relay.process.processIdentifier, SIGHUP)
+        #expect(await relay.waitFor("SIGHUP ignored"))
+        #expect(try await TestRelay.fetch(.GET, "http://127.0.0.1:\(port)/healthz").status == 200)
+        await relay.kill()
+    }
+}

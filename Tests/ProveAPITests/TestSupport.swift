@@ -29,9 +29,13 @@ final class ObserverRecorder: ProveCallObserver {
 /// A settable client clock: `now()` is the real clock plus an offset.
 final class OffsetClock: Sendable {
     let offset = Locked<Duration>(.zero)
+    /// Nil: the real clock's time, moved by `offset`; else this instant, moved only by `offset`.
+    private let frozenAt: ContinuousClock.Instant?
+
+    init(frozen: Bool = false) { frozenAt = frozen ? .now : nil }
 
     var now: @Sendable () -> ContinuousClock.Instant {
-        { [offset] in ContinuousClock.now + offset.value }
+        { [offset, frozenAt] in (frozenAt ?? ContinuousClock.now) + offset.value }
     }
 }
 

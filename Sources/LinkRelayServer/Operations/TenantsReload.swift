@@ -43,6 +43,15 @@ final class TenantsReload: Sendable {
         case applied(Changes)
     }
 
+    /// Says, once SIGHUP is the reload's, what it will do.
+    func trapped() {
+        if let file = configuration.tenantsFile {
+            logger.notice("SIGHUP reads the tenants file again", metadata: ["file": .string(file.path)])
+        } else {
+            logger.debug("SIGHUP handled; no --tenants file to read again")
+        }
+    }
+
     /// Reads the tenants file again and applies it, logging one line either way.
     @discardableResult
     func reload() -> Outcome {
@@ -98,6 +107,7 @@ struct ReloadOnSignal: Service {
 
     func run() async {
         let signals = await UnixSignalsSequence(trapping: .sighup)
+        reload.trapped()
         for await _ in signals.cancelOnGracefulShutdown() { reload.reload() }
     }
 }
