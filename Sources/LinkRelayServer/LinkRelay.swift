@@ -192,13 +192,7 @@ public func buildLinkRelay(
     // Whether messages go out, and where: an operator reads it before the first one is due.
     if webhooks.isEmpty { logger.info("Webhooks off: no tenant has a webhook URL") }
     for (tenant, settings) in webhooks {
-        // Scheme and host only (and a port other than the scheme's): a receiver's path or query may carry a
-        // secret of its own, and logs carry no webhook URL.
-        let scheme = settings.url.scheme?.lowercased() ?? "https"
-        let host = settings.url.host ?? ""
-        let port = settings.url.port.flatMap { $0 == (scheme == "https" ? 443 : 80) ? nil : ":\($0)" } ?? ""
-        let origin = "\(scheme)://\(host.contains(":") ? "[\(host)]" : host)\(port)"
-        logger.info("Webhooks on", metadata: ["tenant": .string(tenant), "webhook.origin": .string(origin)])
+        logger.info("Webhooks on", metadata: ["tenant": .string(tenant), "webhook.origin": .string(settings.origin)])
     }
     // With a tenants file, a sender even without a webhook: SIGHUP's reload may add one.
     let webhookSender =

@@ -101,7 +101,7 @@ def test_close_stops_the_waiting(shop):
 
 
 @pytest.mark.parametrize("name, missing", TRANSPORTS, ids=IDS)
-@pytest.mark.parametrize("fault, status", [("token", 401), ("session", 404)])
+@pytest.mark.parametrize("fault, status", [("token", 404), ("session", 404)])
 def test_errors_that_no_retry_mends_reach_onError_once(shop, name, missing, fault, status):
     relay, open_page = shop
     channel = dict(relay.create_session()["channel"])
@@ -121,12 +121,12 @@ def test_errors_that_no_retry_mends_reach_onError_once(shop, name, missing, faul
 
 
 @pytest.mark.parametrize("name, missing", TRANSPORTS, ids=IDS)
-@pytest.mark.parametrize("fault, status", [("origin", 403), ("token", 401)])
+@pytest.mark.parametrize("fault, status", [("origin", 403), ("token", 404)])
 def test_a_refusal_reaches_onError_once_and_the_client_stops_asking(
     start_relay, integrator, context, name, missing, fault, status
 ):
     """A page on an origin the relay does not allow (the relay allows only its own), or with a wrong
-    token: `onError({status, code, detail})` once, and from then on the page asks the relay nothing,
+    token (answered as an unknown session, v1.3): `onError({status, code, detail})` once, and from then on the page asks the relay nothing,
     counted in the page and, for the refused origin, by the relay's security events."""
     relay = start_relay() if fault == "origin" else start_relay("--allowed-origin", integrator.origin)
     channel = dict(relay.create_session()["channel"])
@@ -146,8 +146,8 @@ def test_a_refusal_reaches_onError_once_and_the_client_stops_asking(
     assert calls(page) == [f"error:{status}"]
     error = page.evaluate("window.callsError")
     assert error["name"] == "LinkRelayError" and error["status"] == status, error
-    assert error["code"] == ("origin_not_allowed" if fault == "origin" else "unauthorized"), error
-    expected = "This origin may not open channels." if fault == "origin" else "A valid channel token is required."
+    assert error["code"] == ("origin_not_allowed" if fault == "origin" else "session_not_found"), error
+    expected = "This origin may not open channels." if fault == "origin" else "No session with this id."
     assert error["detail"] == expected, error
     assert page.evaluate("window.waiting.transport") is None
     assert page.evaluate("window.relayRequests") == asked, "no request after onError"
@@ -191,7 +191,7 @@ def test_finish_refusals_reject_with_the_relays_status(shop):
         catch (error) { return {name: error.name, status: error.status, message: error.message}; } }"""
 
     wrong_token = page.evaluate(rejected, [created["sessionId"], dict(channel, token="nope"), {}])
-    assert wrong_token["name"] == "LinkRelayError" and wrong_token["status"] == 401, wrong_token
+    assert wrong_token["name"] == "LinkRelayError" and wrong_token["status"] == 404, wrong_token
     bad_redirect = page.evaluate(rejected, [created["sessionId"], channel, {"redirectUrl": "https://elsewhere/"}])
     assert bad_redirect["status"] == 400, bad_redirect
     other_session = page.evaluate(rejected, ["ses_other", channel, {}])

@@ -70,7 +70,7 @@ def test_firefox_client_on_an_integrators_page_calls_the_handlers_once_each(
 
 
 @pytest.mark.parametrize("name, missing", TRANSPORTS, ids=[name for name, _ in TRANSPORTS])
-@pytest.mark.parametrize("fault, status", [("origin", 403), ("token", 401)])
+@pytest.mark.parametrize("fault, status", [("origin", 403), ("token", 404)])
 def test_firefox_a_refusal_reaches_onError_once_and_the_client_stops_asking(
     start_relay, integrator, firefox, name, missing, fault, status
 ):
@@ -98,8 +98,8 @@ def test_firefox_a_refusal_reaches_onError_once_and_the_client_stops_asking(
     assert firefox.evaluate("window.calls") == [f"error:{status}"]
     error = firefox.evaluate("window.callsError")
     assert error["name"] == "LinkRelayError" and error["status"] == status, error
-    assert error.get("code") == ("origin_not_allowed" if fault == "origin" else "unauthorized"), error
-    expected = "This origin may not open channels." if fault == "origin" else "A valid channel token is required."
+    assert error.get("code") == ("origin_not_allowed" if fault == "origin" else "session_not_found"), error
+    expected = "This origin may not open channels." if fault == "origin" else "No session with this id."
     assert error["detail"] == expected, error
     assert firefox.evaluate("window.waiting.transport") is None
     assert firefox.evaluate("window.relayRequests") == asked, "no request after onError"

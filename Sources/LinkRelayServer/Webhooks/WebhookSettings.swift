@@ -24,14 +24,13 @@ public struct WebhookSettings: Sendable {
         self.key = SymmetricKey(data: bytes)
     }
 
-    /// Where messages go, as start-up logs it: scheme, host, port and path only; the URL's user, password
-    /// and query may carry a credential, so they are left out.
-    public var destination: String {
+    /// Where messages go, as start-up logs it: scheme and host, and a port other than the scheme's. A
+    /// receiver's path or query may carry a secret of its own, and logs carry no webhook URL.
+    public var origin: String {
         let scheme = url.scheme?.lowercased() ?? "https"
         let host = url.host ?? ""
-        let port = url.port ?? (scheme == "https" ? 443 : 80)
-        let path = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? ""
-        return "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path.isEmpty ? "/" : path)"
+        let port = url.port.flatMap { $0 == (scheme == "https" ? 443 : 80) ? nil : ":\($0)" } ?? ""
+        return "\(scheme)://\(host.contains(":") ? "[\(host)]" : host)\(port)"
     }
 
     /// The same URL and secret: a reload that leaves them keeps the tenant's lane.
