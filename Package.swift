@@ -123,7 +123,7 @@ let package = Package(
         .target(
             name: "LinkRelayTestSupport",
             dependencies: [
-                "LinkRelayCore", "LinkRelaySupport", .product(name: "Logging", package: "swift-log"),
+                "LinkRelayCore", "LinkRelaySupport", "ProveAPI", .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -11,15 +11,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-binary=.build/debug/linkrelay
-if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
-    binary=$1
-    shift
-fi
-if [ ! -x "$binary" ]; then
-    echo "client-matrix: no relay binary at $binary; build it first (swift build)" >&2
-    exit 2
-fi
-LINKRELAY_BINARY="$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")"
-export LINKRELAY_BINARY
+source scripts/relay-binary.sh
 exec python3 -m pytest -p no:cacheprovider -q --rootdir Tests/clients Tests/clients "$@"

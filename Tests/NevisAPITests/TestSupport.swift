@@ -112,16 +112,3 @@ func fidoClient(
         retry: retryPolicy(sleeper), observe: observer?.observe, logger: logger, drawQR: drawQR)
 }
 
-/// A provider client of its own for `body`, shut down after it so its connections close: the relay's
-/// outbound policy, with timeouts no loaded machine reaches.
-func withProviderHTTPClient<T>(_ body: (ProviderHTTPClient) async throws -> T) async throws -> T {
-    let client = ProviderHTTPClient(connectTimeout: .seconds(120), readTimeout: .seconds(120))
-    do {
-        let result = try await body(client)
-        try await client.shutdown()
-        return result
-    } catch {
-        try? await client.shutdown()
-        throw error
-    }
-}

@@ -75,17 +75,3 @@ func deadline(_ seconds: Double = patientSeconds, now: ContinuousClock.Instant =
     now + .milliseconds(Int(seconds * 1000))
 }
 
-/// A provider client of its own for `body`, shut down after it so its connections close: the relay's
-/// outbound policy, with timeouts no loaded machine reaches.
-func withProviderHTTPClient<T>(_ body: (ProviderHTTPClient) async throws -> T) async throws -> T {
-    let client = ProviderHTTPClient(
-        connectTimeout: .seconds(Int64(patientSeconds)), readTimeout: .seconds(Int64(patientSeconds)))
-    do {
-        let result = try await body(client)
-        try await client.shutdown()
-        return result
-    } catch {
-        try? await client.shutdown()
-        throw error
-    }
-}
