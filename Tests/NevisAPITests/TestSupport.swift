@@ -111,4 +111,3 @@ func fidoClient(
         baseURL: baseURL, dispatcher: dispatcher, fidoToken: fidoToken, httpClient: http,
         retry: retryPolicy(sleeper), observe: observer?.observe, logger: logger, drawQR: drawQR)
 }
-

@@ -74,4 +74,3 @@ let patientSeconds: Double = 120
 func deadline(_ seconds: Double = patientSeconds, now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant {
     now + .milliseconds(Int(seconds * 1000))
 }
-
