@@ -30,7 +30,7 @@ struct ChannelGate: Sendable {
 
     /// Whether the request's token (as the route's guard read it) is the session's.
     private func matches(_ request: RelayRequest, _ session: Session) -> Bool {
-        guard case .channelToken(let presented) = request.credential, let token = presented else { return false }
+        guard case .channelToken(let token) = request.credential else { return false }
         return Secrets.constantTimeEquals(token, session.channelToken)
     }
 
@@ -46,7 +46,7 @@ struct ChannelGate: Sendable {
         return SessionError.notFound
     }
 
-    /// An id of a session's shape that no session has: ids are `ses_` and 24 of these characters.
+    /// An id of a session's length that no session has: `Secrets.sessionID()` has no second `_`.
     private static func decoyID() -> String { "ses_" + Secrets.token(length: 16) + "_decoy" }
 
     /// The checks on the session as the store reads it; a store that cannot be read is the store's error.
@@ -60,9 +60,10 @@ struct ChannelGate: Sendable {
                 return .failure(error)
             }
         }
-        if let inMemory, !matches(channel.request, inMemory),
-            refusedOrigin(channel.request.headers.first(name: "Origin"), tenant: inMemory.owner) == nil
-        {
+        // Found in memory, for a token that does not match: the unknown id's store read follows.
+        if let inMemory, !matches(channel.request, inMemory) {
+            let origin = channel.request.headers.first(name: "Origin")
+            if let refused = refusedOrigin(origin, tenant: inMemory.owner) { return .failure(refused) }
             return .failure(await unknownSession())
         }
         return check(channel, session)

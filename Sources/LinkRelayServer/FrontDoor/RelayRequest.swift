@@ -110,7 +110,7 @@ enum Credential: Sendable, Equatable {
     /// A channel token as presented (`?token=`, else the Bearer token), from an origin some tenant allows.
     /// `ChannelGate` (a channel) or the finish hook compares it with the session's once the session is
     /// read; one that does not match is answered as an unknown session.
-    case channelToken(String?)
+    case channelToken(String)
     /// The ops page's Basic password: an ops key, or without any a `default` API key.
     case `operator`
 }

@@ -79,7 +79,8 @@ final class SessionsController: Sendable {
     /// landing's rules, must be this session's link; its `authId` is recorded. Answers 202 while the
     /// session is live, 200 once it has ended. Its errors carry the CORS headers of an allowed origin (the
     /// route's `cors`), so that a page of that origin can read them. With an API key, another tenant's
-    /// session is unknown (404); with the channel token, the origin must be one of the session's tenant's.
+    /// session is unknown (404); with the channel token, the origin must be one of the session's tenant's,
+    /// and a token that does not match is answered as an unknown session (`ChannelGate.unknownSession`).
     func finish(_ request: RelayRequest) throws -> Reply {
         let id = try request.parameter("id")
         let (caller, token): (APIKeys.Caller?, String?)
