@@ -63,13 +63,8 @@ public struct StrictJSON: Error, Sendable, Equatable {
         }
 
         private mutating func object(depth: Int) throws(StrictJSON) {
-            index += 1
-            skipSpace()
-            if next == UInt8(ascii: "}") {
-                index += 1
-                return
-            }
-            while true {
+            guard opens(closing: UInt8(ascii: "}")) else { return }
+            repeat {
                 guard next == UInt8(ascii: "\"") else {
                     throw failure(
                         next == UInt8(ascii: "}") ? "a trailing comma" : "\(describeNext()) where a key belongs")
@@ -80,39 +75,39 @@ public struct StrictJSON: Error, Sendable, Equatable {
                 index += 1
                 skipSpace()
                 try value(depth: depth + 1)
-                skipSpace()
-                switch next {
-                case UInt8(ascii: ","):
-                    index += 1
-                    skipSpace()
-                case UInt8(ascii: "}"):
-                    index += 1
-                    return
-                default: throw failure("\(describeNext()) where \",\" or \"}\" belongs")
-                }
-            }
+            } while try more(closing: UInt8(ascii: "}"))
         }
 
         private mutating func array(depth: Int) throws(StrictJSON) {
-            index += 1
-            skipSpace()
-            if next == UInt8(ascii: "]") {
-                index += 1
-                return
-            }
-            while true {
+            guard opens(closing: UInt8(ascii: "]")) else { return }
+            repeat {
                 if next == UInt8(ascii: "]") { throw failure("a trailing comma") }
                 try value(depth: depth + 1)
+            } while try more(closing: UInt8(ascii: "]"))
+        }
+
+        /// Past an object's or an array's opening bracket (next): false when it closes at once.
+        private mutating func opens(closing: UInt8) -> Bool {
+            index += 1
+            skipSpace()
+            guard next == closing else { return true }
+            index += 1
+            return false
+        }
+
+        /// After a member or an element: true past a comma, false past the closing bracket.
+        private mutating func more(closing: UInt8) throws(StrictJSON) -> Bool {
+            skipSpace()
+            switch next {
+            case UInt8(ascii: ","):
+                index += 1
                 skipSpace()
-                switch next {
-                case UInt8(ascii: ","):
-                    index += 1
-                    skipSpace()
-                case UInt8(ascii: "]"):
-                    index += 1
-                    return
-                default: throw failure("\(describeNext()) where \",\" or \"]\" belongs")
-                }
+                return true
+            case closing:
+                index += 1
+                return false
+            default:
+                throw failure("\(describeNext()) where \",\" or \"\(Character(UnicodeScalar(closing)))\" belongs")
             }
         }
 
