@@ -14,8 +14,8 @@ private let knownFields: Set<String> = [
 /// libFuzzer entry point for `CreateSessionRequest.validate`: the input bytes are the `POST /v1/sessions` body.
 ///
 /// Checks that nothing over 4 KiB is read, that an accepted request obeys every field rule and survives being
-/// encoded and parsed again (also from its fingerprint), that a refusal always says why, and that a body with a
-/// key given twice is never accepted.
+/// encoded and parsed again (also from its fingerprint), that a refusal always says why (a body that is no strict
+/// JSON, where), and that a body with a key given twice is never accepted.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSessionRequest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let body = Data(UnsafeBufferPointer(start: data, count: size))
@@ -28,6 +28,8 @@ public func fuzzSessionRequest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CI
     switch result {
     case .failure(.tooLarge):
         check(body.count > CreateSessionRequest.maximumBodySize, "a \(body.count)-byte body is too large")
+    case .failure(.malformedJSON(let detail)):
+        check(detail.contains(" at line ") && detail.contains(", column "), "malformed_json without a place: \(detail)")
     case .failure(.malformed(let detail)):
         check(!detail.isEmpty, "400 without a detail")
     case .failure(.invalid(let errors)):
@@ -143,11 +145,9 @@ private func checkDuplicatesRefused(_ body: Data) {
     for spelling in ["phoneNumber", escapedKey] {
         var first = body
         first.insert(contentsOf: Array("\"\(spelling)\":null,".utf8), at: first.index(after: open))
-        // JSONDecoder takes a trailing comma (`{"phoneNumber":"…",}`): after one, no comma goes in front.
-        let trailingComma = body[..<close].last { !" \t\r\n".utf8.contains($0) } == UInt8(ascii: ",")
+        // An accepted body is strict JSON: no trailing comma stands before its `}`.
         var last = body
-        last.insert(
-            contentsOf: Array(((trailingComma ? "" : ",") + "\"\(spelling)\":\"2001004014\"").utf8), at: close)
+        last.insert(contentsOf: Array(",\"\(spelling)\":\"2001004014\"".utf8), at: close)
         for twice in [first, last] where twice.count <= CreateSessionRequest.maximumBodySize {
             let result = CreateSessionRequest.validate(twice, maximumHold: maximumHold)
             guard case .failure(.malformed(let detail)) = result, detail.contains("\"phoneNumber\"") else {
