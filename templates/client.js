@@ -14,8 +14,8 @@
   const TRANSPORTS = ["websocket", "sse", "poll"];
   const EVENT_TYPES = ["waiting", "tapped", "result", "expired", "cancelled"];
   const TERMINAL = ["result", "expired", "cancelled"];
-  // Whether an answer is a refusal that no retry can mend: a wrong token (401), a refused origin (403),
-  // no such session (404), one that has gone (410), a malformed request (400). What may pass later is
+  // Whether an answer is a refusal that no retry can mend: no token (401), a refused origin (403), no
+  // such session or a wrong token (404), one that has gone (410), a malformed request (400). What may pass later is
   // retried: no answer at all, a 5xx, 429 (too many requests), 408 (a request timeout), a 1012 close.
   function isRefusal(status) {
     return status >= 400 && status < 500 && status !== 408 && status !== 429;
