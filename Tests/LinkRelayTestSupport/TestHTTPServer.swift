@@ -1,4 +1,5 @@
 import Foundation
+import LinkRelaySupport
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -44,19 +45,24 @@ public enum TestHTTPServer {
     }
 
     public typealias Handler = @Sendable (Request) async throws -> Response
+    typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
 
     /// Serves `handler` on `127.0.0.1` while `body` runs; `body` gets the port. Then the listener and every
     /// connection close, and requests still being answered are cancelled.
     public static func serve<T: Sendable>(
         _ handler: @escaping Handler, _ body: @escaping @Sendable (Int) async throws -> T
     ) async throws -> T {
+        // Each connection until the accept loop takes it: one accepted while the listener closes is never
+        // handed out, and NIO traps on its writer dropped unfinished, so the server finishes it itself.
+        let unclaimed = Locked<[ObjectIdentifier: Connection]>([:])
         let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .bind(host: "127.0.0.1", port: 0) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(
-                        wrappingChannelSynchronously: channel)
+                    let connection = try Connection(wrappingChannelSynchronously: channel)
+                    unclaimed.withLock { $0[ObjectIdentifier(channel)] = connection }
+                    return connection
                 }
             }
         guard let port = listener.channel.localAddress?.port else { throw ChannelError.unknownLocalAddress }
@@ -65,6 +71,7 @@ public enum TestHTTPServer {
                 await withDiscardingTaskGroup { connections in
                     try? await listener.executeThenClose { inbound in
                         for try await connection in inbound {
+                            unclaimed.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(connection.channel)) }
                             connections.addTask { await serveConnection(connection, handler) }
                         }
                     }
@@ -83,13 +90,15 @@ public enum TestHTTPServer {
             // `executeThenClose` (NIO traps on a connection's writer dropped unfinished).
             try? await listener.channel.close()
             try await group.waitForAll()
+            for connection in unclaimed.withLock({ $0.values }) {
+                connection.outbound.finish()
+                try? await connection.channel.close()
+            }
             return try outcome.get()
         }
     }
 
-    private static func serveConnection(
-        _ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, _ handler: Handler
-    ) async {
+    private static func serveConnection(_ connection: Connection, _ handler: Handler) async {
         try? await connection.executeThenClose { inbound, outbound in
             var head: HTTPRequestHead?
             var body = ByteBuffer()
