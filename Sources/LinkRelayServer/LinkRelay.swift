@@ -136,7 +136,7 @@ public func buildLinkRelay(
     metrics.connectionCap(configuration.maxConnections)
     // Prove's and Nevis's calls go through the outbound policy's client (no redirects, answers capped at
     // 1 MiB, timeouts); it lives as long as the process, so no path can leave it unshut.
-    let httpClient = ProviderHTTPClient.shared
+    let httpClient = ProviderHTTPClient.relay
     // Back-off between attempts waits on an event loop's timer, as the relay's other waits do (`EventLoopClock`).
     let retry = RetryPolicy(sleep: { try await EventLoopClock().sleep(for: $0) })
     let sandbox: ProveSandbox?

@@ -13,8 +13,8 @@ import NIOCore
 ///   whole, by `RetryPolicy.attemptTimeout`);
 /// - TLS is AsyncHTTPClient's default: the system's roots, full certificate and host name verification.
 ///
-/// `shared` lives as long as the process, as `HTTPClient.shared` does, so no path of the relay can leave it
-/// unshut; a client made with `init` is shut down by its maker (tests).
+/// `relay` lives as long as the process, so no path of the relay can leave it unshut; a client made with
+/// `init` is shut down by its maker (tests).
 public final class ProviderHTTPClient: Sendable {
     /// The largest answer taken, on the wire and once decompressed: 1 MiB. Prove's and Nevis's answers are
     /// a few KiB.
@@ -23,7 +23,7 @@ public final class ProviderHTTPClient: Sendable {
     public static let readTimeout: TimeAmount = .seconds(10)
 
     /// The relay's: on AsyncHTTPClient's default event loops, never shut down.
-    public static let shared = ProviderHTTPClient()
+    public static let relay = ProviderHTTPClient()
 
     let client: HTTPClient
 
